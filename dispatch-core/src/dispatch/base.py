@@ -1,0 +1,47 @@
+"""The base of every dispatch model: frozen, no unknown fields, strict decoding.
+
+Decoding (``model_validate`` / ``model_validate_json``) turns pydantic's ValidationError
+into ``DecodeError`` naming the field and the value (S-6), so every caller handles one
+error whatever the format, and a record written by a newer build is refused, not misread.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from dispatch.errors import DecodeError
+
+
+def decode_error(what: str, exc: ValidationError) -> DecodeError:
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first.get("loc", ())) or "<root>"
+    value = first.get("input")
+    shown = value if not isinstance(value, dict) else "{...}"
+    message = f"cannot decode {what}: field {field!r} = {shown!r}: {first.get('msg')}"
+    more = exc.error_count() - 1
+    if more:
+        message += f" (and {more} more problem{'s' if more > 1 else ''})"
+    return DecodeError(message, field=field, value=value)
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise decode_error(cls.__name__, exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_json(json_data, **kwargs)
+        except ValidationError as exc:
+            raise decode_error(cls.__name__, exc) from None
+
+    def to_json(self) -> str:
+        return self.model_dump_json(exclude_defaults=False)

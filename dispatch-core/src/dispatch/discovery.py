@@ -1,0 +1,74 @@
+"""What an adapter reports (S-19): per object, what the scheduler shows now.
+
+Adapters never compute a job's state; they fill these models and the core projects them.
+"""
+
+from __future__ import annotations
+
+from pydantic import AwareDatetime, Field
+
+from dispatch.base import Model
+from dispatch.cause import Cause
+from dispatch.enums import Phase
+
+
+class Execution(Model):
+    """One run of an object (a Slurm requeue or a JobSet restart starts another).
+
+    ``cause`` is None while it runs. ``node_causes`` keeps each node's or rank's own ending
+    when they differ; ``cause`` is then ``root_cause(node_causes)``.
+    """
+
+    index: int = Field(ge=0)
+    started_at: AwareDatetime | None = None
+    ended_at: AwareDatetime | None = None
+    nodes: tuple[str, ...] = ()
+    cause: Cause | None = None
+    node_causes: tuple[Cause, ...] = ()
+
+    @property
+    def ended(self) -> bool:
+        return self.cause is not None
+
+
+class ObjectView(Model):
+    """One scheduler object, tagged with the job id and submission number it belongs to.
+
+    ``scheduler_state`` is the scheduler's own state word (``PENDING``, ``Suspended``...)
+    kept for people; ``phase`` is the adapter's normalisation the core reads. ``cause`` is
+    set when the object ended, is pending or held for a reason, or runs on a lost node.
+    """
+
+    object_id: str
+    job_id: str
+    submission: int = Field(ge=1)
+    phase: Phase
+    scheduler_state: str
+    cause: Cause | None = None
+    executions: tuple[Execution, ...] = ()
+    created_at: AwareDatetime | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.phase.alive
+
+
+class Discovery(Model):
+    """Everything one backend showed, in one call, about the objects of some jobs, at ``at``.
+
+    Unknown job ids are simply absent (S-32 kit rule): absence is information, not an error.
+    """
+
+    backend: str
+    at: AwareDatetime
+    objects: tuple[ObjectView, ...] = ()
+
+    def of_job(self, job_id: str) -> tuple[ObjectView, ...]:
+        return tuple(o for o in self.objects if o.job_id == job_id)
+
+    def by_job(self) -> dict[str, list[ObjectView]]:
+        grouped: dict[str, list[ObjectView]] = {}
+        for o in self.objects:
+            grouped.setdefault(o.job_id, []).append(o)
+        return grouped
+

@@ -1,0 +1,68 @@
+"""One hierarchy of errors; the CLI maps each class to an exit code in ``cli/exit_codes.py``.
+
+Errors are translated at every boundary (``raise ... from e``) so a caller never has to
+know which driver, client or scheduler command was underneath.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DispatchError(Exception):
+    """Base of every error dispatch raises on purpose."""
+
+
+class BadInput(DispatchError, ValueError):
+    """Something a user gave us is wrong; the message says what and where (S-36)."""
+
+
+class PolicyError(BadInput):
+    """A recovery policy that ``RecoveryPolicy.validate`` refuses (S-8)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("invalid recovery policy:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class DecodeError(DispatchError, ValueError):
+    """Encoded data (a record row, a JSON document) names something this build does not know
+    (S-6). The message names the field and the value; nothing is guessed."""
+
+    def __init__(self, message: str, *, field: str = "", value: Any = None) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(message)
+
+
+class Unreachable(DispatchError, ConnectionError):
+    """The scheduler (or record store) could not be reached. Retryable; never a state (S-5)."""
+
+
+class SubmitRefused(DispatchError):
+    """The scheduler was reached and refused the submission; ``detail`` is its words
+    verbatim. The core records it as an ending with cause ``launch-failed``."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)
+
+
+class UnknownBackend(BadInput):
+    """No installed plugin has this name."""
+
+
+class BackendBroken(DispatchError):
+    """An installed plugin failed to load or does not match the hook specs (S-31)."""
+
+
+class UnknownJob(BadInput):
+    """No record has this job id."""
+
+
+class RecordConflict(DispatchError):
+    """An append named a version that is no longer the latest (S-33), or a stale lease."""
+
+
+class NotAllowed(BadInput):
+    """The job is not in a state where this request makes sense (e.g. resubmit a running job)."""

@@ -1,0 +1,209 @@
+"""The record's event types: the only source of committed facts (S-18, S-20).
+
+Each event carries the job id and its per-job sequence number (1, 2, ...), the time it
+was decided (passed in, never read from a clock here) and who appended it. The set:
+
+=====================  ====================================================================
+type                   meaning
+=====================  ====================================================================
+job-created            the job exists: name, backend, what to run, the bound plan
+submission-requested   intent: submission N is about to be submitted (gated or not)
+submission-created     submission N is scheduler object X (``adopted`` when found by tag)
+submission-failed      the scheduler refused submission N (cause launch-failed, verbatim)
+gate-opened            submission N's gate was opened (every older object seen ended)
+stop-requested         intent: object X is about to be stopped, and why
+object-missing         a created object is absent from the backend's listing since ``at``
+object-found           a missing object is listed again
+recovery-started       an ending is being recovered by a rule; spends one unit of budget
+hold-placed            the job is held (a recovery hold, or an actor's)
+hold-resolved          an actor resolved the hold: resubmit, cancel or give up
+cancel-requested       an actor asked to cancel the job
+escalation-raised      a person must look: why, and the cause
+outcome-committed      the terminal state: succeeded, failed or cancelled; never changes
+superseded-by          a new job runs this one again; the outcome stays as it was
+=====================  ====================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, Field, TypeAdapter, ValidationError
+
+from dispatch.base import Model, decode_error
+from dispatch.cause import Cause
+from dispatch.enums import Action, Enforcer, Resolution, State
+from dispatch.errors import DecodeError
+from dispatch.policy import Plan
+from dispatch.spec import JobSpec
+
+
+class _Event(Model):
+    job_id: str = Field(min_length=1)
+    seq: int = Field(ge=1)
+    at: AwareDatetime
+    actor: str | None = None
+
+
+class JobCreated(_Event):
+    type: Literal["job-created"] = "job-created"
+    name: str
+    backend: str
+    spec: JobSpec
+    plan: Plan
+    supersedes: str | None = None
+
+
+class SubmissionRequested(_Event):
+    type: Literal["submission-requested"] = "submission-requested"
+    submission: int = Field(ge=1)
+    gated: bool = False
+
+
+class SubmissionCreated(_Event):
+    type: Literal["submission-created"] = "submission-created"
+    submission: int = Field(ge=1)
+    object_id: str
+    adopted: bool = False
+
+
+class SubmissionFailed(_Event):
+    type: Literal["submission-failed"] = "submission-failed"
+    submission: int = Field(ge=1)
+    cause: Cause
+
+
+class GateOpened(_Event):
+    type: Literal["gate-opened"] = "gate-opened"
+    submission: int = Field(ge=1)
+    object_id: str
+
+
+class StopRequested(_Event):
+    type: Literal["stop-requested"] = "stop-requested"
+    submission: int = Field(ge=1)
+    object_id: str
+    cause: Cause
+
+
+class ObjectMissing(_Event):
+    type: Literal["object-missing"] = "object-missing"
+    submission: int = Field(ge=1)
+    object_id: str
+
+
+class ObjectFound(_Event):
+    type: Literal["object-found"] = "object-found"
+    submission: int = Field(ge=1)
+    object_id: str
+
+
+class RecoveryStarted(_Event):
+    """``execution`` is set for a native recovery (the execution the backend recovers)."""
+
+    type: Literal["recovery-started"] = "recovery-started"
+    submission: int = Field(ge=1)
+    execution: int | None = None
+    rule: int = Field(ge=0)
+    action: Action
+    enforcer: Enforcer
+    cause: Cause
+
+
+class HoldPlaced(_Event):
+    """``rule`` is the policy rule behind a recovery hold; None for an actor's hold."""
+
+    type: Literal["hold-placed"] = "hold-placed"
+    submission: int | None = None
+    rule: int | None = None
+    cause: Cause
+
+
+class HoldResolved(_Event):
+    type: Literal["hold-resolved"] = "hold-resolved"
+    resolution: Resolution
+
+
+class CancelRequested(_Event):
+    type: Literal["cancel-requested"] = "cancel-requested"
+    cause: Cause
+
+
+class EscalationRaised(_Event):
+    type: Literal["escalation-raised"] = "escalation-raised"
+    reason: str
+    cause: Cause | None = None
+
+
+class OutcomeCommitted(_Event):
+    type: Literal["outcome-committed"] = "outcome-committed"
+    state: Literal[State.SUCCEEDED, State.FAILED, State.CANCELLED]
+    cause: Cause
+
+
+class SupersededBy(_Event):
+    type: Literal["superseded-by"] = "superseded-by"
+    new_job_id: str
+
+
+Event = Annotated[
+    JobCreated
+    | SubmissionRequested
+    | SubmissionCreated
+    | SubmissionFailed
+    | GateOpened
+    | StopRequested
+    | ObjectMissing
+    | ObjectFound
+    | RecoveryStarted
+    | HoldPlaced
+    | HoldResolved
+    | CancelRequested
+    | EscalationRaised
+    | OutcomeCommitted
+    | SupersededBy,
+    Field(discriminator="type"),
+]
+
+EVENT_TYPES: tuple[str, ...] = (
+    "job-created",
+    "submission-requested",
+    "submission-created",
+    "submission-failed",
+    "gate-opened",
+    "stop-requested",
+    "object-missing",
+    "object-found",
+    "recovery-started",
+    "hold-placed",
+    "hold-resolved",
+    "cancel-requested",
+    "escalation-raised",
+    "outcome-committed",
+    "superseded-by",
+)
+
+_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def decode_event(data: str | bytes) -> Event:
+    """Decode one event from JSON, strictly (S-6)."""
+    try:
+        return _ADAPTER.validate_json(data)
+    except ValidationError as exc:
+        raise decode_error("Event", exc) from None
+
+
+def decode_event_obj(data: object) -> Event:
+    """Decode one event from already-parsed Python data, strictly (S-6)."""
+    try:
+        return _ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        raise decode_error("Event", exc) from None
+
+
+def encode_event(event: Event) -> str:
+    return event.model_dump_json()
+
+
+__all__ = ["Event", "EVENT_TYPES", "decode_event", "decode_event_obj", "encode_event", "DecodeError"]

@@ -1,0 +1,98 @@
+"""Hook specifications: what a backend implements (S-30).
+
+A backend is one plugin object registered under the entry-point group
+``dispatch.backends`` (see :mod:`dispatch.plugin` for the tutorial). dispatch gives every
+backend its own plugin manager, so a hook call reaches exactly the backend the user named;
+an implementation never checks "is this call for me?". Every hook is ``firstresult``: the
+backend's answer is the call's value.
+
+Errors every hook may raise:
+
+- :class:`dispatch.Unreachable` when the scheduler cannot be reached (timeouts, refused
+  connections, a controller that is down). Never return a state for it (S-5).
+- any other exception is a bug in the backend, reported with the backend's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from dispatch.cause import Cause
+    from dispatch.declarations import Declarations
+    from dispatch.discovery import Discovery
+    from dispatch.spec import JobSpec
+
+PROJECT = "dispatch"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+
+@hookspec(firstresult=True)
+def dispatch_declare() -> Declarations:  # type: ignore[empty-body]
+    """Describe the backend: its name, node-loss window, pending windows, natively
+    enforced actions, the cause kinds it can report, its capabilities and options.
+
+    Called once when the backend is loaded and bound into every plan. Must not contact the
+    scheduler: ``dispatch backends`` lists declarations on a machine with no cluster.
+
+    :return: a :class:`dispatch.Declarations` whose ``name`` is the entry-point name.
+    """
+
+
+@hookspec(firstresult=True)
+def dispatch_discover(job_ids: Sequence[str]) -> Discovery:  # type: ignore[empty-body]
+    """Show what the scheduler knows now about every object of these jobs, in one go.
+
+    :param job_ids: dispatch job ids, at most ``Declarations.max_discovery_batch`` of them.
+        The cost must not grow in scheduler calls with their number (S-32): one listing,
+        filtered by the tags :func:`dispatch_submit` put on the objects.
+    :return: a :class:`dispatch.Discovery` stamped with the time it was taken. Ids the
+        scheduler does not know are absent, not errors. Every object the scheduler still
+        lists is present, ended ones included, with every execution it can tell about.
+        An answer the adapter cannot map is an object with cause ``unknown`` and the
+        answer verbatim in ``detail`` (S-4).
+    :raises Unreachable: the scheduler could not be asked; never a partial answer.
+    """
+
+
+@hookspec(firstresult=True)
+def dispatch_submit(  # type: ignore[empty-body]
+    job_id: str, submission: int, spec: JobSpec, gated: bool
+) -> str:
+    """Create the scheduler object for submission ``submission`` of job ``job_id``.
+
+    :param spec: what to run and with which resources; ``spec.options`` holds only names
+        the declarations list.
+    :param gated: create the object so that it does not start until
+        :func:`dispatch_open_gate` (S-28); only called with True on a backend that declares
+        the ``gating`` capability.
+    :return: the scheduler's object id. The object must be tagged so that
+        :func:`dispatch_discover` finds it by job id and submission number even if this
+        return value is lost (a crash right after submitting, S-34).
+    :raises SubmitRefused: the scheduler refused it; ``detail`` holds its words verbatim.
+        (An object the scheduler accepted and then failed to start is discovered as ended
+        with ``launch-failed`` instead.)
+    """
+
+
+@hookspec(firstresult=True)
+def dispatch_open_gate(object_id: str) -> None:
+    """Let a gated object start (Slurm ``scontrol release``, TrainJob ``suspend: false``).
+
+    Idempotent: opening an open gate or the gate of an ended object is not an error.
+    """
+
+
+@hookspec(firstresult=True)
+def dispatch_stop(object_id: str, cause: Cause) -> None:
+    """Stop an object and all its executions, within a bounded time.
+
+    :param cause: why dispatch stops it (an actor's cancel, the node-loss fence, a
+        duplicate, a spent native budget); adapters may pass ``cause.detail`` on to the
+        scheduler as a comment.
+    Idempotent (S-30): stopping a stopped, ended or unknown object is not an error.
+    """

@@ -1,0 +1,98 @@
+"""A job as its record says it is: what ``fold`` returns (S-20).
+
+Only committed facts live here. What the scheduler shows now is a ``Discovery``;
+``project`` combines the two.
+"""
+
+from __future__ import annotations
+
+from pydantic import AwareDatetime, Field
+
+from dispatch.base import Model
+from dispatch.cause import Cause
+from dispatch.enums import Resolution, State
+from dispatch.policy import Plan
+from dispatch.spec import JobSpec
+
+
+class Submission(Model):
+    """One attempt, as recorded. ``handled`` is True once its ending has been decided on
+    (a recovery, a hold or an outcome), so a late ending of the same object is ignored."""
+
+    number: int = Field(ge=1)
+    requested_at: AwareDatetime
+    gated: bool = False
+    object_id: str | None = None
+    adopted: bool = False
+    failed: Cause | None = None
+    gate_opened: bool = False
+    stopped: dict[str, Cause] = Field(default_factory=dict)
+    missing_since: AwareDatetime | None = None
+    handled: bool = False
+    native_recoveries: tuple[int, ...] = ()
+
+
+class Hold(Model):
+    since: AwareDatetime
+    cause: Cause
+    rule: int | None = None
+    submission: int | None = None
+
+
+class Escalation(Model):
+    seq: int
+    at: AwareDatetime
+    reason: str
+    cause: Cause | None = None
+
+
+class Outcome(Model):
+    seq: int
+    at: AwareDatetime
+    state: State
+    cause: Cause
+
+
+class Transition(Model):
+    """One committed transition, as ``Status.history`` shows it (S-23)."""
+
+    seq: int
+    at: AwareDatetime
+    event: str
+    state: State | None = None
+    cause: Cause | None = None
+    actor: str | None = None
+    note: str = ""
+
+
+class Job(Model):
+    job_id: str
+    name: str
+    backend: str
+    spec: JobSpec
+    plan: Plan
+    created_at: AwareDatetime
+    version: int = Field(ge=1, description="sequence number of the last event folded")
+    submissions: tuple[Submission, ...] = ()
+    spent: dict[int, int] = Field(default_factory=dict, description="rule index -> units spent")
+    awaiting_submission: bool = False
+    hold: Hold | None = None
+    last_resolution: Resolution | None = None
+    cancel: Cause | None = None
+    escalations: tuple[Escalation, ...] = ()
+    outcome: Outcome | None = None
+    history: tuple[Transition, ...] = ()
+    supersedes: str | None = None
+    superseded_by: tuple[str, ...] = ()
+
+    @property
+    def current(self) -> Submission | None:
+        return self.submissions[-1] if self.submissions else None
+
+    @property
+    def terminal(self) -> bool:
+        return self.outcome is not None
+
+    def budget_left(self, rule_index: int) -> int:
+        budget = self.plan.policy.rules[rule_index].budget or 0
+        return budget - self.spent.get(rule_index, 0)

@@ -1,0 +1,139 @@
+"""Recovery rules written against causes (S-7, S-8) and their binding to a backend (S-9..S-11)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from dispatch.base import Model
+from dispatch.declarations import Declarations
+from dispatch.enums import (
+    COVERABLE_ENDINGS,
+    NATIVE_ACTIONS,
+    NON_ENDING_CAUSES,
+    UNCOVERABLE_CAUSES,
+    Action,
+    CauseKind,
+    Enforcer,
+)
+from dispatch.errors import PolicyError
+
+
+class Rule(Model):
+    """``on`` these causes, do ``action``, at most ``budget`` times (resubmit/restart/requeue)."""
+
+    on: tuple[CauseKind, ...] = Field(min_length=1)
+    action: Action
+    budget: int | None = None
+
+    def describe(self) -> str:
+        kinds = ", ".join(k.value for k in self.on)
+        budget = f" budget={self.budget}" if self.budget is not None else ""
+        return f"on [{kinds}] {self.action.value}{budget}"
+
+
+class RecoveryPolicy(Model):
+    rules: tuple[Rule, ...] = ()
+
+    def validate(self) -> RecoveryPolicy:  # type: ignore[override]
+        """Refuse an ambiguous or meaningless policy (S-8); return self when it is sound.
+
+        Every problem is listed at once, each naming the rule(s) (1-based, as a person
+        counts them in a file) and the cause.
+        """
+
+        problems: list[str] = []
+        owner: dict[CauseKind, int] = {}
+        for number, rule in enumerate(self.rules, start=1):
+            label = f"rule {number} ({rule.describe()})"
+            for kind in rule.on:
+                if kind in owner:
+                    problems.append(
+                        f"rule {owner[kind]} and {label} both cover {kind.value!r}; "
+                        "a cause may be covered by one rule only"
+                    )
+                else:
+                    owner[kind] = number
+                if kind in UNCOVERABLE_CAUSES:
+                    why = "is success" if kind is CauseKind.NONE else "reached the scheduler and is never undone"
+                    problems.append(f"{label} covers {kind.value!r}, which {why}; remove it")
+                elif kind in NON_ENDING_CAUSES:
+                    problems.append(
+                        f"{label} covers {kind.value!r}, which never ends an object; remove it"
+                    )
+                elif kind is CauseKind.UNKNOWN and rule.action not in (Action.HOLD, Action.ESCALATE):
+                    problems.append(
+                        f"{label} covers 'unknown' with {rule.action.value!r}; only hold or "
+                        "escalate may cover a cause nobody understands"
+                    )
+            if len(set(rule.on)) != len(rule.on):
+                problems.append(f"{label} names a cause twice")
+            if rule.action.needs_budget and (rule.budget is None or rule.budget < 1):
+                problems.append(
+                    f"{label}: {rule.action.value} needs a positive budget, got {rule.budget!r}"
+                )
+            if not rule.action.needs_budget and rule.budget is not None:
+                problems.append(f"{label}: {rule.action.value} takes no budget, got {rule.budget!r}")
+        if problems:
+            raise PolicyError(problems)
+        return self
+
+    def rule_for(self, kind: CauseKind) -> tuple[int, Rule] | None:
+        """The (0-based index, rule) covering ``kind``, if any."""
+        for index, rule in enumerate(self.rules):
+            if kind in rule.on:
+                return index, rule
+        return None
+
+
+class Binding(Model):
+    """One rule bound to its enforcer; ``enforced`` is False for a rule nobody carries out."""
+
+    index: int
+    rule: Rule
+    enforcer: Enforcer
+    enforced: bool
+
+
+class Plan(Model):
+    """A validated policy bound to one backend's declarations.
+
+    Stored in the job's record at creation, so every reader projects the same Status (S-24).
+    """
+
+    policy: RecoveryPolicy
+    declarations: Declarations
+    bindings: tuple[Binding, ...]
+    uncovered: frozenset[CauseKind]
+    impossible: frozenset[CauseKind] = frozenset()
+
+    @classmethod
+    def bind(cls, policy: RecoveryPolicy, declarations: Declarations) -> Plan:
+        policy.validate()
+        bindings = []
+        for index, rule in enumerate(policy.rules):
+            if rule.action in NATIVE_ACTIONS:
+                enforced = rule.action in declarations.native_actions
+                enforcer = Enforcer.BACKEND if enforced else Enforcer.SUPERVISOR
+            else:
+                enforced, enforcer = True, Enforcer.SUPERVISOR
+            bindings.append(Binding(index=index, rule=rule, enforcer=enforcer, enforced=enforced))
+        covered = {kind for rule in policy.rules for kind in rule.on}
+        can_end = (COVERABLE_ENDINGS & declarations.reports) | {CauseKind.UNKNOWN}
+        return cls(
+            policy=policy,
+            declarations=declarations,
+            bindings=tuple(bindings),
+            uncovered=frozenset(can_end - covered),
+            impossible=frozenset(COVERABLE_ENDINGS - declarations.reports - {CauseKind.UNKNOWN}),
+        )
+
+    @property
+    def unenforced(self) -> tuple[Binding, ...]:
+        """Rules accepted but carried out by nobody; their cause fails the job (S-11)."""
+        return tuple(b for b in self.bindings if not b.enforced)
+
+    def binding_for(self, kind: CauseKind) -> Binding | None:
+        for binding in self.bindings:
+            if kind in binding.rule.on:
+                return binding
+        return None
