@@ -1,0 +1,278 @@
+"""The harness: how the conformance kit drives *your* scheduler. Implement one per adapter.
+
+The kit's tests are written against capabilities and scenarios, never against a backend's
+name. What they cannot do alone — build a job that does something on your scheduler, make
+the scheduler preempt it, kill its node, become unreachable, count its calls — the kit asks
+of a :class:`Harness` that the adapter's distribution provides and registers under the
+entry-point group ``dispatch.harnesses`` with the backend's name::
+
+    # pyproject.toml of dispatch-mysched
+    [project.entry-points."dispatch.backends"]
+    mysched = "dispatch_mysched.backend:MySchedBackend"
+    [project.entry-points."dispatch.harnesses"]
+    mysched = "dispatch_mysched.harness:MySchedHarness"
+
+Then ``dispatch-conformance mysched`` (offline tier) or ``dispatch-conformance mysched
+--live`` (a real scheduler) runs the whole kit.
+
+Lifecycle: the kit instantiates ``HarnessClass(live=...)`` once per test session, calls
+:meth:`Harness.plugin` once to get the backend plugin object it registers with
+``dispatch.Registry.add`` (so the harness may keep a handle on it, e.g. to read a call
+counter), and :meth:`Harness.close` at the end. Each test uses fresh job ids
+(``kit-<uuid>``), so a harness never has to clean up between tests.
+
+Time: every wait goes through :meth:`Harness.wait`. A real scheduler sleeps; a simulated
+one advances its clock, so the offline tier never sleeps.
+
+Not provokable: a harness that cannot produce a scenario *says so*: either statically, in
+:meth:`Harness.not_provokable` (scenario -> reason), or at run time by raising
+:class:`NotProvokable` from any hook below (e.g. a live cluster with a single partition
+cannot preempt). The kit reports such a test as ``xfailed`` with the reason
+("not provokable on mysched (live): ..."), never as passed. A scenario the backend's
+declarations make *required* (see :func:`required_scenarios`) that is neither in
+:meth:`Harness.scenarios` nor in :meth:`Harness.not_provokable` **fails** the kit: a cause
+the backend claims it can report may not go untested in silence.
+
+What each scenario must end as is fixed by the kit (:data:`EXPECTED`), not by the harness:
+the harness only says *how* to provoke it and, for exit codes and unmappable answers, what
+it provoked (:class:`Provoked`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Set
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from dispatch import Backend, CauseKind, JobSpec, Phase, Provenance, SubmitRefused
+from dispatch.declarations import Declarations
+
+GROUP = "dispatch.harnesses"
+
+
+class NotProvokable(Exception):
+    """This harness (in this tier) cannot produce what the kit asked; the message says why.
+
+    The kit turns it into an ``xfail`` carrying the reason, so the report shows it.
+    """
+
+
+class Scenario(StrEnum):
+    """An ending (or a waiting state) the kit asks the harness to provoke.
+
+    ``success``                 the job exits 0.
+    ``exit-nonzero``            the job exits with a code of the harness's choosing, 1..125.
+    ``signal``                  the job is killed by a signal it sends itself (SIGKILL:
+                                the scheduler usually shows exit code 137 or "0:9").
+    ``time-limit``              the job outlives ``resources.time_limit``; the scheduler kills it.
+    ``preempted``               the scheduler preempts it (Slurm: a higher-priority partition).
+    ``node-lost``               a node of the job dies (Slurm: drain/kill a node; Kubeflow:
+                                delete the node; a FailureTarget-like object may keep
+                                reporting running: phase running with cause node-lost is right).
+    ``out-of-memory``           the job exceeds its memory and is OOM-killed.
+    ``launch-failed``           the scheduler accepts the object but cannot start it (bad
+                                image, missing executable), or refuses it with
+                                ``SubmitRefused`` — either is accepted.
+    ``no-capacity``             the object stays pending because nothing can fit it.
+    ``cancelled-by-scheduler``  someone other than dispatch cancels it at the scheduler
+                                (an admin's ``scancel``, ``kubectl delete``... that leaves
+                                the object listed).
+    ``held-by-scheduler``       the scheduler holds it and dispatch did not (JobHeldAdmin).
+    ``native-recovery``         the backend's own restart/requeue runs the object again:
+                                the object shows a second execution (only required when
+                                the declarations list native actions).
+    ``unmappable``              the scheduler shows, for the job's object, an answer the
+                                adapter cannot map; the harness returns that raw answer in
+                                :attr:`Provoked.raw`.
+    """
+
+    SUCCESS = "success"
+    EXIT_NONZERO = "exit-nonzero"
+    SIGNAL = "signal"
+    TIME_LIMIT = "time-limit"
+    PREEMPTED = "preempted"
+    NODE_LOST = "node-lost"
+    OUT_OF_MEMORY = "out-of-memory"
+    LAUNCH_FAILED = "launch-failed"
+    NO_CAPACITY = "no-capacity"
+    CANCELLED_BY_SCHEDULER = "cancelled-by-scheduler"
+    HELD_BY_SCHEDULER = "held-by-scheduler"
+    NATIVE_RECOVERY = "native-recovery"
+    UNMAPPABLE = "unmappable"
+
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the kit requires the object of a provoked scenario to show.
+
+    ``kind`` None means the object's own cause is not checked (``native-recovery``: the
+    kit checks its executions instead). ``phases``: the object's phase must be one of
+    these. ``provenances``: the cause's provenance must be one of these. A ``scheduler`` provenance always needs a non-empty
+    verbatim ``detail``; ``non-zero-exit`` needs the exit code the harness provoked.
+    """
+
+    kind: CauseKind | None
+    phases: frozenset[Phase]
+    provenances: frozenset[Provenance]
+
+
+def _e(kind: CauseKind | None, phases: Set[Phase], *provenances: Provenance) -> Expectation:
+    return Expectation(kind, frozenset(phases), frozenset(provenances))
+
+
+_ENDED = {Phase.ENDED}
+_SCHED = Provenance.SCHEDULER
+
+#: The kit's own table: what each scenario must be classified as. Not overridable.
+EXPECTED: Mapping[Scenario, Expectation] = {
+    Scenario.SUCCESS: _e(CauseKind.NONE, _ENDED, Provenance.APPLICATION),
+    Scenario.EXIT_NONZERO: _e(CauseKind.NON_ZERO_EXIT, _ENDED, Provenance.APPLICATION),
+    Scenario.SIGNAL: _e(CauseKind.NON_ZERO_EXIT, _ENDED, Provenance.APPLICATION),
+    Scenario.TIME_LIMIT: _e(CauseKind.TIME_LIMIT, _ENDED, _SCHED),
+    Scenario.PREEMPTED: _e(CauseKind.PREEMPTED, _ENDED, _SCHED),
+    Scenario.NODE_LOST: _e(CauseKind.NODE_LOST, {Phase.RUNNING, Phase.ENDED}, _SCHED),
+    Scenario.OUT_OF_MEMORY: _e(CauseKind.OUT_OF_MEMORY, _ENDED, _SCHED),
+    Scenario.LAUNCH_FAILED: _e(CauseKind.LAUNCH_FAILED, _ENDED, _SCHED),
+    Scenario.NO_CAPACITY: _e(CauseKind.NO_CAPACITY, {Phase.PENDING}, _SCHED),
+    Scenario.CANCELLED_BY_SCHEDULER: _e(
+        CauseKind.CANCELLED, _ENDED, _SCHED, Provenance.ACTOR
+    ),
+    Scenario.HELD_BY_SCHEDULER: _e(CauseKind.HELD, {Phase.HELD}, _SCHED),
+    # the first execution ended with Provoked.native_cause and a second one exists
+    Scenario.NATIVE_RECOVERY: _e(None, {Phase.PENDING, Phase.RUNNING, Phase.ENDED}, _SCHED),
+    Scenario.UNMAPPABLE: _e(CauseKind.UNKNOWN, set(Phase), _SCHED),
+}
+
+#: The scenario whose cause kind makes it required when the backend declares that kind.
+_REQUIRED_BY_KIND: Mapping[Scenario, CauseKind] = {
+    s: e.kind
+    for s, e in EXPECTED.items()
+    if e.kind is not None and s is not Scenario.UNMAPPABLE
+}
+
+
+def required_scenarios(declarations: Declarations) -> frozenset[Scenario]:
+    """Scenarios the kit must see provoked (or explicitly not provokable) for a backend.
+
+    Every scenario whose kind the backend declares in ``reports``; ``success`` always;
+    ``unmappable`` always (S-4 binds every adapter); ``native-recovery`` when the backend
+    declares native actions.
+    """
+
+    required = {s for s, kind in _REQUIRED_BY_KIND.items() if kind in declarations.reports}
+    required |= {Scenario.SUCCESS, Scenario.UNMAPPABLE}
+    if declarations.native_actions:
+        required.add(Scenario.NATIVE_RECOVERY)
+    return frozenset(required)
+
+
+@dataclass(frozen=True)
+class Provoked:
+    """What :meth:`Harness.provoke` did.
+
+    - ``object_id``: the scheduler object it submitted (None when the submit was refused).
+    - ``timeout``: how long (seconds, in :meth:`Harness.wait` time) the kit may wait for
+      the object to show the expected ending before failing.
+    - ``exit_code``: for ``exit-nonzero`` and ``signal``, the exit code the cause must carry
+      (e.g. 3, or 137 for SIGKILL).
+    - ``raw``: for ``unmappable``, the scheduler's raw answer; the cause's ``detail`` must
+      contain it verbatim.
+    - ``refused``: for ``launch-failed``, the ``SubmitRefused`` the submit raised, if the
+      scheduler refused it outright (its ``detail`` must be non-empty).
+    - ``native_cause``: for ``native-recovery``, the kind the first execution ended with.
+    """
+
+    object_id: str | None
+    timeout: float = 60.0
+    exit_code: int | None = None
+    raw: str | None = None
+    refused: SubmitRefused | None = None
+    native_cause: CauseKind | None = None
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+class Harness:
+    """Base class of a harness; override what your scheduler can do.
+
+    Required: :meth:`plugin`, :meth:`scenarios` (may be empty), :meth:`provoke`.
+    Optional, each raising :class:`NotProvokable` by default (reported as xfail):
+    :meth:`unreachable`, :meth:`calls`. :meth:`wait`, :meth:`long_spec`, :meth:`quick_spec`
+    and :meth:`close` have defaults good for a scheduler that runs local commands.
+    """
+
+    #: seconds between two discoveries while the kit waits for something
+    poll_interval: float = 1.0
+    #: seconds the kit waits for a submitted object to appear / start / stop
+    timeout: float = 60.0
+
+    def __init__(self, live: bool = False) -> None:
+        self.live = live
+
+    @property
+    def tier(self) -> str:
+        return "live" if self.live else "offline"
+
+    # -- the backend under test ----------------------------------------------------------
+
+    def plugin(self) -> object:
+        """The backend plugin object to test, configured for this tier (``self.live``).
+
+        Called once per session. Raise :class:`NotProvokable` if this tier is not
+        available (e.g. no offline tier): every test then reports it.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what :meth:`plugin` started (servers, temporary directories)."""
+
+    # -- what to run ---------------------------------------------------------------------
+
+    def long_spec(self) -> JobSpec:
+        """A job that runs (phase running) until stopped, for at least ten minutes."""
+        return JobSpec(name="kit-long", command=("sleep", "3600"))
+
+    def quick_spec(self) -> JobSpec:
+        """A job that succeeds quickly (exit 0)."""
+        return JobSpec(name="kit-quick", command=("true",))
+
+    def wait(self, seconds: float) -> None:
+        """Let ``seconds`` pass for the scheduler. A simulated scheduler advances its clock."""
+        time.sleep(seconds)
+
+    # -- scenarios -----------------------------------------------------------------------
+
+    def scenarios(self) -> Set[Scenario]:
+        """The scenarios :meth:`provoke` can produce in this tier."""
+        return frozenset()
+
+    def not_provokable(self) -> Mapping[Scenario, str]:
+        """Scenarios this harness knowingly cannot produce in this tier, each with why."""
+        return {}
+
+    def provoke(self, scenario: Scenario, backend: Backend, job_id: str) -> Provoked:
+        """Submit submission 1 of ``job_id`` through ``backend.submit`` so that its object
+        ends (or waits) the way ``scenario`` says, and drive any out-of-band action
+        (preempt, drain a node, scancel as an admin, inject an answer). May return before
+        the ending shows; the kit then polls ``backend.discover([job_id])`` with
+        :meth:`wait` between polls until :attr:`Provoked.timeout`.
+        """
+        raise NotProvokable(f"this harness does not provoke {scenario}")
+
+    @contextmanager
+    def unreachable(self) -> Iterator[None]:
+        """While inside, the scheduler cannot be reached (stop its controller, point the
+        adapter at a closed port, inject a fault). Every hook that needs the scheduler must
+        then raise ``dispatch.Unreachable``."""
+        raise NotProvokable("this harness cannot make the scheduler unreachable")
+        yield  # pragma: no cover
+
+    def calls(self) -> int:
+        """How many calls the adapter has made to the scheduler so far (monotonic).
+
+        The kit compares the calls one discovery of 1 job costs with one of many jobs
+        (S-32); an adapter that shells out or speaks HTTP usually counts in its transport.
+        """
+        raise NotProvokable("this harness cannot count scheduler calls")
