@@ -3,6 +3,7 @@
 from dispatch.backends import Backend, Registry
 from dispatch.cause import Cause, root_cause
 from dispatch.declarations import Declarations
+from dispatch.decide import decide
 from dispatch.discovery import Discovery, Execution, ObjectView
 from dispatch.enums import (
     Action,
@@ -28,9 +29,11 @@ from dispatch.errors import (
     UnknownJob,
     Unreachable,
 )
+from dispatch.fold import fold
 from dispatch.job import Job
 from dispatch.plugin import hookimpl
 from dispatch.policy import Plan, RecoveryPolicy, Rule
+from dispatch.project import project
 from dispatch.spec import JobSpec, Resources
 from dispatch.status import Status
 
@@ -69,6 +72,9 @@ __all__ = [
     "UnknownBackend",
     "UnknownJob",
     "Unreachable",
+    "decide",
+    "fold",
     "hookimpl",
+    "project",
     "root_cause",
 ]

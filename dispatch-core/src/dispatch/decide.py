@@ -1,0 +1,272 @@
+"""``decide(job, discovery, plan, now) -> effects``: the supervisor's decisions (S-22). Pure.
+
+The supervisor carries out exactly what this returns, in order: first one ``Append`` of
+every event decided (intents before the side effects they announce, S-34), then the side
+effects (``Submit``, ``OpenGate``, ``Stop``). What an ending means is looked up in
+:mod:`dispatch.table`; this module only finds the endings and writes the events.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from dispatch.cause import Cause
+from dispatch.discovery import Discovery, ObjectView
+from dispatch.effects import Append, Effect, OpenGate, Stop, Submit
+from dispatch.enums import Capability, CauseKind, Enforcer, Phase, Provenance, State
+from dispatch.events import (
+    EscalationRaised,
+    Event,
+    GateOpened,
+    HoldPlaced,
+    ObjectFound,
+    ObjectMissing,
+    OutcomeCommitted,
+    RecoveryStarted,
+    StopRequested,
+    SubmissionCreated,
+    SubmissionRequested,
+)
+from dispatch.job import Job, Submission
+from dispatch.policy import Plan
+from dispatch.table import Ruling, Verdict, rule_on_ending, rule_on_execution
+
+
+class _Draft:
+    """Events and effects decided so far, with the job's next sequence numbers."""
+
+    def __init__(self, job: Job, now: datetime) -> None:
+        self.job = job
+        self.now = now
+        self.events: list[Event] = []
+        self.effects: list[Effect] = []
+
+    def add(self, cls: type[Any], **fields: Any) -> None:
+        seq = self.job.version + len(self.events) + 1
+        self.events.append(cls(job_id=self.job.job_id, seq=seq, at=self.now, **fields))
+
+    def stop(self, sub: int, object_id: str, cause: Cause) -> None:
+        self.add(StopRequested, submission=sub, object_id=object_id, cause=cause)
+        self.effects.append(Stop(self.job.job_id, sub, object_id, cause))
+
+    def result(self) -> list[Effect]:
+        head: list[Effect] = []
+        if self.events:
+            head.append(Append(self.job.job_id, self.job.version, tuple(self.events)))
+        return head + self.effects
+
+
+def decide(job: Job, discovery: Discovery, plan: Plan, now: datetime) -> list[Effect]:
+    """What to record and do now for ``job``, given what ``discovery`` shows."""
+
+    if job.outcome is not None:
+        return []
+    draft = _Draft(job, now)
+    objects = discovery.of_job(job.job_id)
+    by_sub: dict[int, list[ObjectView]] = {}
+    for obj in objects:
+        by_sub.setdefault(obj.submission, []).append(obj)
+    kept = _stop_duplicates(job, by_sub, draft)
+
+    if job.cancel is not None:
+        _cancel(job, kept, objects, draft)
+        return draft.result()
+    if job.hold is not None:
+        return draft.result()
+    if job.awaiting_submission or not job.submissions:
+        _request_next(job, plan, kept, draft)
+        return draft.result()
+
+    current = job.submissions[-1]
+    obj = kept.get(current.number)
+    if current.object_id is None and current.failed is None:
+        if obj is None:
+            # Intent recorded, object never seen: the submit was lost in a crash. Submit
+            # again; if the first one does show up later, it is stopped as a duplicate.
+            draft.effects.append(Submit(job.job_id, current.number, job.spec, current.gated))
+            return draft.result()
+        draft.add(SubmissionCreated, submission=current.number, object_id=obj.object_id, adopted=True)
+    if current.handled:
+        return draft.result()
+    if current.failed is not None:
+        _apply(job, plan, current, None, rule_on_ending(job, plan, current.failed), current.failed, draft)
+        return draft.result()
+    _watch(job, plan, current, obj, kept, draft)
+    return draft.result()
+
+
+def _stop_duplicates(job: Job, by_sub: dict[int, list[ObjectView]], draft: _Draft) -> dict[int, ObjectView]:
+    """Keep one object per submission (the recorded one, else the first created); stop the
+    others with cause ``duplicate`` (S-34). Returns the kept object of each submission."""
+
+    recorded = {s.number: s for s in job.submissions}
+    kept: dict[int, ObjectView] = {}
+    for number, found in by_sub.items():
+        sub = recorded.get(number)
+        chosen = next((o for o in found if sub is not None and o.object_id == sub.object_id), None)
+        if chosen is None:
+            chosen = min(found, key=lambda o: (o.created_at or draft.now, o.object_id))
+        kept[number] = chosen
+        for other in found:
+            already = sub is not None and other.object_id in sub.stopped
+            if other is chosen or not other.alive or already:
+                continue
+            cause = Cause(
+                kind=CauseKind.DUPLICATE, provenance=Provenance.ACTOR, actor="dispatch",
+                detail=f"second object for submission {number}; keeping {chosen.object_id}",
+                at=draft.now,
+            )
+            draft.stop(number, other.object_id, cause)
+    return kept
+
+
+def _cancel(job: Job, kept: dict[int, ObjectView], objects: tuple[ObjectView, ...], draft: _Draft) -> None:
+    assert job.cancel is not None
+    stopped = {oid for s in job.submissions for oid in s.stopped}
+    alive = [o for o in objects if o.alive]
+    for obj in alive:
+        if obj.object_id not in stopped:
+            draft.stop(obj.submission, obj.object_id, job.cancel)
+    if not alive:
+        draft.add(OutcomeCommitted, state=State.CANCELLED, cause=job.cancel)
+
+
+def _request_next(job: Job, plan: Plan, kept: dict[int, ObjectView], draft: _Draft) -> None:
+    """Start the next submission; gated while an older object still lives (S-28)."""
+
+    older_alive = any(o.alive for o in kept.values())
+    if older_alive and not plan.declarations.supports(Capability.GATING):
+        return  # no gate to hold it behind: wait until the old object is seen ended
+    number = len(job.submissions) + 1
+    draft.add(SubmissionRequested, submission=number, gated=older_alive)
+    draft.effects.append(Submit(job.job_id, number, job.spec, older_alive))
+
+
+def _watch(
+    job: Job, plan: Plan, current: Submission, obj: ObjectView | None,
+    kept: dict[int, ObjectView], draft: _Draft,
+) -> None:
+    """The current submission has an object: find whether (and how) its execution ended."""
+
+    decl = plan.declarations
+    object_id = current.object_id or (obj.object_id if obj else "")
+    if obj is None:
+        if current.missing_since is None:
+            draft.add(ObjectMissing, submission=current.number, object_id=object_id)
+        elif draft.now - current.missing_since > decl.node_loss_window:
+            cause = Cause(
+                kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER,
+                detail=f"object {object_id} is no longer listed by backend {decl.name!r} "
+                f"(missing since {current.missing_since.isoformat()})",
+                at=draft.now,
+            )
+            _apply(job, plan, current, None, rule_on_ending(job, plan, cause), cause, draft)
+        return
+    if current.missing_since is not None:
+        draft.add(ObjectFound, submission=current.number, object_id=obj.object_id)
+
+    if obj.phase is Phase.GATED and current.gated:
+        older = [o for n, o in kept.items() if n < current.number]
+        if all(not o.alive for o in older):
+            if not current.gate_opened:
+                draft.add(GateOpened, submission=current.number, object_id=obj.object_id)
+            draft.effects.append(OpenGate(job.job_id, current.number, obj.object_id))
+        return
+
+    if obj.phase is Phase.ENDED:
+        cause = _ending_cause(obj)
+        _apply(job, plan, current, None, rule_on_ending(job, plan, cause), cause, draft)
+        return
+
+    if _native_executions(job, plan, current, obj, draft):
+        return
+
+    cause = obj.cause
+    if cause is None or cause.at is None:
+        return
+    if obj.phase is Phase.RUNNING and cause.kind is CauseKind.NODE_LOST:
+        window = decl.node_loss_window
+    elif obj.phase is Phase.PENDING and cause.kind in decl.pending_windows:
+        window = decl.pending_windows[cause.kind]
+    else:
+        return
+    if draft.now - cause.at > window:
+        ruling = rule_on_ending(job, plan, cause)
+        _apply(job, plan, current, obj, Ruling(ruling.verdict, ruling.binding, ruling.reason, True), cause, draft)
+
+
+def _native_executions(job: Job, plan: Plan, current: Submission, obj: ObjectView, draft: _Draft) -> bool:
+    """Record each execution the backend recovered natively (S-38). True if the job's
+    course was decided here (the object must be stopped)."""
+
+    spent_here = 0
+    for execution in obj.executions:
+        if execution.cause is None or execution.index in current.native_recoveries:
+            continue
+        ruling = rule_on_execution(job, plan, execution.cause)
+        if ruling.verdict is Verdict.IGNORE:
+            continue
+        if ruling.verdict is Verdict.NATIVE and ruling.binding is not None:
+            left = job.budget_left(ruling.binding.index) - spent_here
+            if left >= 1:
+                spent_here += 1
+                draft.add(
+                    RecoveryStarted, submission=current.number, execution=execution.index,
+                    rule=ruling.binding.index, action=ruling.binding.rule.action,
+                    enforcer=Enforcer.BACKEND, cause=execution.cause,
+                )
+                continue
+            ruling = Ruling(
+                Verdict.FAIL, ruling.binding,
+                f"budget of rule {ruling.binding.index + 1} ({ruling.binding.rule.describe()}) "
+                "is spent; dispatch stopped the backend from recovering again",
+                stop_first=True,
+            )
+        _apply(job, plan, current, obj, ruling, execution.cause, draft)
+        return True
+    return False
+
+
+def _ending_cause(obj: ObjectView) -> Cause:
+    if obj.cause is not None:
+        return obj.cause
+    if obj.executions and obj.executions[-1].cause is not None:
+        return obj.executions[-1].cause
+    return Cause(
+        kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER,
+        detail=f"object {obj.object_id} ended ({obj.scheduler_state}) without a cause",
+    )
+
+
+def _apply(
+    job: Job, plan: Plan, current: Submission, live: ObjectView | None, ruling: Ruling,
+    cause: Cause, draft: _Draft,
+) -> None:
+    """Write the events of a ruling on the current submission's ending."""
+
+    if ruling.stop_first and live is not None and live.object_id not in current.stopped:
+        draft.stop(current.number, live.object_id, cause)
+    verdict = ruling.verdict
+    if verdict is Verdict.SUCCEED:
+        draft.add(OutcomeCommitted, state=State.SUCCEEDED, cause=cause)
+    elif verdict is Verdict.CANCEL:
+        draft.add(OutcomeCommitted, state=State.CANCELLED, cause=cause)
+    elif verdict is Verdict.HOLD:
+        rule = ruling.binding.index if ruling.binding else None
+        draft.add(HoldPlaced, submission=current.number, rule=rule, cause=cause)
+    elif verdict is Verdict.RESUBMIT:
+        assert ruling.binding is not None
+        draft.add(
+            RecoveryStarted, submission=current.number, rule=ruling.binding.index,
+            action=ruling.binding.rule.action, enforcer=Enforcer.SUPERVISOR, cause=cause,
+        )
+        still_alive = live is not None  # a fenced object is being stopped, not yet ended
+        if still_alive and not plan.declarations.supports(Capability.GATING):
+            return  # submitted on a later tick, once the old object is seen ended
+        number = len(job.submissions) + 1
+        draft.add(SubmissionRequested, submission=number, gated=still_alive)
+        draft.effects.append(Submit(job.job_id, number, job.spec, still_alive))
+    elif verdict is Verdict.FAIL:
+        draft.add(EscalationRaised, reason=ruling.reason, cause=cause)
+        draft.add(OutcomeCommitted, state=State.FAILED, cause=cause)

@@ -1,0 +1,84 @@
+"""What a person asks through the CLI, as events to append (S-14, S-18). Pure.
+
+Each function refuses, with advice, a request the job's state does not allow, and
+changes nothing; otherwise it returns the events to append at ``job.version``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dispatch.cause import Cause
+from dispatch.enums import CauseKind, Provenance, Resolution
+from dispatch.errors import NotAllowed
+from dispatch.events import (
+    CancelRequested,
+    Event,
+    EscalationRaised,
+    HoldResolved,
+    OutcomeCommitted,
+    SupersededBy,
+)
+from dispatch.enums import State
+from dispatch.job import Job
+
+
+def _next(job: Job, k: int = 1) -> int:
+    return job.version + k
+
+
+def _refuse_terminal(job: Job, verb: str) -> None:
+    if job.outcome is not None:
+        raise NotAllowed(
+            f"job {job.job_id} is already {job.outcome.state.value}; a committed outcome never "
+            f"changes. To run it again use `dispatch supersede {job.job_id}`."
+        )
+
+
+def cancel(job: Job, *, actor: str, now: datetime, detail: str = "") -> list[Event]:
+    _refuse_terminal(job, "cancel")
+    if job.cancel is not None:
+        return []  # already asked: cancelling twice is not an error
+    cause = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor=actor,
+                  detail=detail or f"cancelled by {actor}", at=now)
+    return [CancelRequested(job_id=job.job_id, seq=_next(job), at=now, actor=actor, cause=cause)]
+
+
+def _require_hold(job: Job, verb: str) -> None:
+    _refuse_terminal(job, verb)
+    if job.hold is None:
+        raise NotAllowed(
+            f"job {job.job_id} is not held, so there is nothing to {verb}; "
+            f"see `dispatch status {job.job_id}`"
+        )
+
+
+def resubmit(job: Job, *, actor: str, now: datetime) -> list[Event]:
+    """Release a recovery hold with a new submission (spends no budget: a person chose it)."""
+    _require_hold(job, "resubmit")
+    return [HoldResolved(job_id=job.job_id, seq=_next(job), at=now, actor=actor,
+                         resolution=Resolution.RESUBMIT)]
+
+
+def give_up(job: Job, *, actor: str, now: datetime) -> list[Event]:
+    """End a held job as failed, with the cause that ended its execution (S-14)."""
+    _require_hold(job, "give up")
+    assert job.hold is not None
+    return [
+        HoldResolved(job_id=job.job_id, seq=_next(job), at=now, actor=actor,
+                     resolution=Resolution.GIVE_UP),
+        EscalationRaised(job_id=job.job_id, seq=_next(job, 2), at=now, actor=actor,
+                         reason=f"{actor} gave up", cause=job.hold.cause),
+        OutcomeCommitted(job_id=job.job_id, seq=_next(job, 3), at=now, actor=actor,
+                         state=State.FAILED, cause=job.hold.cause),
+    ]
+
+
+def supersede(job: Job, *, new_job_id: str, actor: str, now: datetime) -> list[Event]:
+    """Link a terminal job to the new job that runs it again; its outcome stays (S-18)."""
+    if job.outcome is None:
+        raise NotAllowed(
+            f"job {job.job_id} is not finished ({'held' if job.hold else 'active'}); "
+            f"supersede runs a finished job again. Cancel it first: `dispatch cancel {job.job_id}`."
+        )
+    return [SupersededBy(job_id=job.job_id, seq=_next(job), at=now, actor=actor, new_job_id=new_job_id)]
