@@ -103,15 +103,15 @@ class Scenario(StrEnum):
     UNMAPPABLE = "unmappable"
 
 
-
 @dataclass(frozen=True)
 class Expectation:
     """What the kit requires the object of a provoked scenario to show.
 
     ``kind`` None means the object's own cause is not checked (``native-recovery``: the
     kit checks its executions instead). ``phases``: the object's phase must be one of
-    these. ``provenances``: the cause's provenance must be one of these. A ``scheduler`` provenance always needs a non-empty
-    verbatim ``detail``; ``non-zero-exit`` needs the exit code the harness provoked.
+    these. ``provenances``: the cause's provenance must be one of these. A ``scheduler``
+    provenance always needs a non-empty verbatim ``detail``; ``non-zero-exit`` needs the
+    exit code the harness provoked.
     """
 
     kind: CauseKind | None
@@ -137,9 +137,7 @@ EXPECTED: Mapping[Scenario, Expectation] = {
     Scenario.OUT_OF_MEMORY: _e(CauseKind.OUT_OF_MEMORY, _ENDED, _SCHED),
     Scenario.LAUNCH_FAILED: _e(CauseKind.LAUNCH_FAILED, _ENDED, _SCHED),
     Scenario.NO_CAPACITY: _e(CauseKind.NO_CAPACITY, {Phase.PENDING}, _SCHED),
-    Scenario.CANCELLED_BY_SCHEDULER: _e(
-        CauseKind.CANCELLED, _ENDED, _SCHED, Provenance.ACTOR
-    ),
+    Scenario.CANCELLED_BY_SCHEDULER: _e(CauseKind.CANCELLED, _ENDED, _SCHED, Provenance.ACTOR),
     Scenario.HELD_BY_SCHEDULER: _e(CauseKind.HELD, {Phase.HELD}, _SCHED),
     # the first execution ended with Provoked.native_cause and a second one exists
     Scenario.NATIVE_RECOVERY: _e(None, {Phase.PENDING, Phase.RUNNING, Phase.ENDED}, _SCHED),
@@ -148,9 +146,7 @@ EXPECTED: Mapping[Scenario, Expectation] = {
 
 #: The scenario whose cause kind makes it required when the backend declares that kind.
 _REQUIRED_BY_KIND: Mapping[Scenario, CauseKind] = {
-    s: e.kind
-    for s, e in EXPECTED.items()
-    if e.kind is not None and s is not Scenario.UNMAPPABLE
+    s: e.kind for s, e in EXPECTED.items() if e.kind is not None and s is not Scenario.UNMAPPABLE
 }
 
 
