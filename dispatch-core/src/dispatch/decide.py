@@ -68,6 +68,7 @@ def decide(job: Job, discovery: Discovery, plan: Plan, now: datetime) -> list[Ef
     for obj in objects:
         by_sub.setdefault(obj.submission, []).append(obj)
     kept = _stop_duplicates(job, by_sub, draft)
+    _stop_again(job, objects, draft)
 
     if job.cancel is not None:
         _cancel(job, kept, objects, draft)
@@ -119,6 +120,17 @@ def _stop_duplicates(job: Job, by_sub: dict[int, list[ObjectView]], draft: _Draf
             )
             draft.stop(number, other.object_id, cause)
     return kept
+
+
+def _stop_again(job: Job, objects: tuple[ObjectView, ...], draft: _Draft) -> None:
+    """An object asked to stop that still lives is asked again (stop is idempotent): the
+    first request may have been lost to a crash or an unreachable scheduler."""
+
+    stopped = {oid: (s.number, c) for s in job.submissions for oid, c in s.stopped.items()}
+    for obj in objects:
+        if obj.alive and obj.object_id in stopped:
+            number, cause = stopped[obj.object_id]
+            draft.effects.append(Stop(job.job_id, number, obj.object_id, cause))
 
 
 def _cancel(job: Job, kept: dict[int, ObjectView], objects: tuple[ObjectView, ...], draft: _Draft) -> None:

@@ -291,7 +291,10 @@ def test_duplicate_object_is_stopped_S34() -> None:
     w.tick()
     assert [(s.object_id, s.cause.kind) for s in w.stopped] == [("dup", CauseKind.DUPLICATE)]
     w.tick()
-    assert len(w.stopped) == 1  # asked once
+    assert len(w.stopped) == 2  # asked again while it still runs: stop is idempotent
+    w.set("dup", Phase.ENDED, cause(CauseKind.CANCELLED))
+    w.tick()
+    assert len(w.stopped) == 2
     assert w.status().submissions[0].object_id == oid
 
 

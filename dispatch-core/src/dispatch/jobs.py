@@ -1,0 +1,119 @@
+"""Creating jobs and reading their status: the two things every front end needs.
+
+Shell code: it touches the record store and the backend. The decisions it makes are the
+pure core's (``Plan.bind``, ``fold``, ``project``), so the CLI, the supervisor and any
+other reader compute a job's Status the same way (S-24, S-40).
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+
+from dispatch.backends import Registry
+from dispatch.errors import BadInput, NotAllowed
+from dispatch.events import Event, JobCreated
+from dispatch.fold import fold
+from dispatch.job import Job
+from dispatch.policy import Plan, RecoveryPolicy
+from dispatch.project import project
+from dispatch.requests import supersede
+from dispatch.spec import JobSpec
+from dispatch.status import Status
+from dispatch.store.base import RecordStore
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_job_id() -> str:
+    """Short, unguessable and safe in every scheduler's names and labels."""
+    return "j" + secrets.token_hex(6)
+
+
+def bind_plan(registry: Registry, backend: str, policy: RecoveryPolicy) -> Plan:
+    return Plan.bind(policy, registry.get(backend).declarations)
+
+
+def check_spec(registry: Registry, backend: str, spec: JobSpec) -> None:
+    """Refuse options the backend does not declare, before anything is written (S-36)."""
+    declared = registry.get(backend).declarations.options
+    unknown = sorted(set(spec.options) - set(declared))
+    if unknown:
+        accepted = ", ".join(sorted(declared)) or "none"
+        raise BadInput(
+            f"backend {backend!r} does not accept the option(s) {', '.join(unknown)} "
+            f"(it accepts: {accepted})"
+        )
+
+
+def create_job(
+    store: RecordStore,
+    registry: Registry,
+    *,
+    backend: str,
+    spec: JobSpec,
+    policy: RecoveryPolicy,
+    job_id: str | None = None,
+    now: datetime | None = None,
+    actor: str | None = None,
+    supersedes: str | None = None,
+) -> str:
+    """Record a new job; the supervisor submits it on its next tick. Returns the job id."""
+
+    plan = bind_plan(registry, backend, policy)
+    check_spec(registry, backend, spec)
+    job_id = job_id or new_job_id()
+    created = JobCreated(
+        job_id=job_id, seq=1, at=now or utc_now(), actor=actor, name=spec.name,
+        backend=backend, spec=spec, plan=plan, supersedes=supersedes,
+    )
+    store.append(job_id, 0, [created])
+    return job_id
+
+
+def load_job(store: RecordStore, job_id: str) -> Job:
+    return fold(store.read(job_id))
+
+
+def status_of(
+    store: RecordStore | None, registry: Registry, job_id: str, *,
+    backend: str | None = None, now: datetime | None = None,
+) -> Status:
+    """The record folded plus ONE fresh discovery, projected (S-40). Without a store, the
+    backend's objects alone (S-29), which needs ``backend``."""
+
+    job = load_job(store, job_id) if store is not None else None
+    name = job.backend if job is not None else backend
+    if name is None:
+        raise BadInput("without a record, say which backend to ask: --backend NAME")
+    discovery = registry.get(name).discover([job_id])
+    return project(job, discovery, now or discovery.at, job_id=job_id)
+
+
+def append_request(store: RecordStore, job: Job, events: list[Event]) -> Job:
+    """Append what a person asked (cancel, resubmit, give up) at the folded version."""
+    if events:
+        store.append(job.job_id, job.version, events)
+        return fold(events, job)
+    return job
+
+
+def supersede_job(
+    store: RecordStore, registry: Registry, job_id: str, *, actor: str,
+    now: datetime | None = None,
+) -> str:
+    """Run a finished job again as a new job naming the old one (S-18)."""
+
+    now = now or utc_now()
+    old = load_job(store, job_id)
+    if old.outcome is None:
+        supersede(old, new_job_id="-", actor=actor, now=now)  # raises NotAllowed with advice
+        raise NotAllowed(f"job {job_id} is not finished")
+    new_id = create_job(
+        store, registry, backend=old.backend, spec=old.spec, policy=old.plan.policy,
+        now=now, actor=actor, supersedes=old.job_id,
+    )
+    store.append(old.job_id, old.version, supersede(old, new_job_id=new_id, actor=actor, now=now))
+    return new_id

@@ -1,0 +1,303 @@
+"""The supervisor: the imperative shell around ``decide`` (S-22, S-32, S-34, S-35).
+
+Per tick: bring the cached jobs up to date from the record, take or renew a lease on each
+active job, ask each backend ONCE (per ``max_discovery_batch``) about all its jobs,
+``decide`` for each job, append every intent in one write, carry out the side effects,
+and append their results in a second write. It never decides anything itself.
+
+Crash safety comes from the order (intent, effect, result) and from ``decide`` reading the
+record: a submit whose result was lost is found by its tag next tick and adopted; a
+second object for one submission is stopped as a duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from dispatch.backends import Backend, Registry
+from dispatch.cause import Cause
+from dispatch.decide import decide
+from dispatch.discovery import Discovery
+from dispatch.effects import Append, Effect, OpenGate, Stop, Submit
+from dispatch.enums import CauseKind, Provenance
+from dispatch.errors import DecodeError, DispatchError, RecordConflict, SubmitRefused, Unreachable
+from dispatch.events import Event, SubmissionCreated, SubmissionFailed
+from dispatch.fold import fold
+from dispatch.job import Job
+from dispatch.store.base import Batch, Lease, RecordStore
+
+log = logging.getLogger("dispatch.supervisor")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class TickReport:
+    """What one tick did; ``dispatch supervise --once --json`` prints it."""
+
+    at: datetime
+    active: int = 0
+    leased: int = 0
+    appended: int = 0
+    submitted: int = 0
+    stopped: int = 0
+    opened: int = 0
+    discovery_calls: dict[str, int] = field(default_factory=dict)
+    unreachable: dict[str, str] = field(default_factory=dict)
+    conflicts: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+class Supervisor:
+    """Acts on jobs it holds a lease on; any number may share one store (S-35).
+
+    ``step`` is called with a step name at each point where a crash would matter
+    (``intent-recorded``, ``submitted``, ``result-recorded``...): the crash-injection
+    tests kill the process there.
+    """
+
+    def __init__(
+        self,
+        store: RecordStore,
+        registry: Registry,
+        *,
+        owner: str | None = None,
+        lease_ttl: timedelta = timedelta(seconds=90),
+        clock: Callable[[], datetime] = utc_now,
+        step: Callable[[str], None] | None = None,
+        full_refresh_every: int = 20,
+        jobs: Iterable[str] | None = None,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self.lease_ttl = lease_ttl
+        self.clock = clock
+        self._step = step or (lambda name: None)
+        self._full_refresh_every = full_refresh_every
+        self._only = frozenset(jobs) if jobs is not None else None
+        self._jobs: dict[str, Job] = {}
+        self._broken: dict[str, str] = {}
+        self._position = 0
+        self._ticks = 0
+        self._retry_at: dict[str, datetime] = {}
+        self._backoff: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ record
+    def _refresh(self) -> None:
+        if self._ticks % self._full_refresh_every == 0 and self._jobs:
+            # Positions can be committed out of order by concurrent writers on a server
+            # database; a periodic full read of the active jobs closes any gap.
+            active = [j for j, job in self._jobs.items() if job.outcome is None]
+            for job_id, events in self.store.read_many(active).items():
+                self._fold_fresh(job_id, events)
+        events, self._position = self.store.read_since(self._position)
+        by_job: dict[str, list[Event]] = {}
+        for event in events:
+            by_job.setdefault(event.job_id, []).append(event)
+        for job_id, new in by_job.items():
+            if self._only is not None and job_id not in self._only:
+                continue
+            cached = self._jobs.get(job_id)
+            fresh = [e for e in new if cached is None or e.seq > cached.version]
+            if not fresh:
+                continue
+            try:
+                self._jobs[job_id] = fold(fresh, cached)
+            except DecodeError:
+                self._reload(job_id)
+
+    def _fold_fresh(self, job_id: str, events: list[Event]) -> None:
+        try:
+            self._jobs[job_id] = fold(events)
+            self._broken.pop(job_id, None)
+        except DecodeError as exc:
+            self._broken[job_id] = str(exc)
+
+    def _reload(self, job_id: str) -> None:
+        try:
+            self._fold_fresh(job_id, self.store.read(job_id))
+        except DispatchError as exc:
+            self._broken[job_id] = str(exc)
+            self._jobs.pop(job_id, None)
+
+    def job(self, job_id: str) -> Job | None:
+        return self._jobs.get(job_id)
+
+    # ------------------------------------------------------------------ tick
+    def tick(self, now: datetime | None = None) -> TickReport:
+        now = now or self.clock()
+        report = TickReport(at=now)
+        self._refresh()
+        self._ticks += 1
+        active = [job_id for job_id, job in self._jobs.items() if job.outcome is None]
+        report.active = len(active)
+        for job_id, why in self._broken.items():
+            report.errors.append(f"job {job_id}: {why}")
+        if not active:
+            return report
+        leases = self.store.acquire_leases(active, self.owner, self.lease_ttl, now)
+        report.leased = len(leases)
+
+        by_backend: dict[str, list[Job]] = {}
+        for job_id in leases:
+            job = self._jobs[job_id]
+            by_backend.setdefault(job.backend, []).append(job)
+
+        planned: dict[str, list[Effect]] = {}
+        backends: dict[str, Backend] = {}
+        for name, jobs in by_backend.items():
+            backend = self._backend(name, now, report)
+            if backend is None:
+                continue
+            discovery = self._discover(backend, [j.job_id for j in jobs], now, report)
+            if discovery is None:
+                continue
+            backends[name] = backend
+            for job in jobs:
+                effects = decide(job, discovery, job.plan, now)
+                if effects:
+                    planned[job.job_id] = effects
+
+        self._append(
+            [(eff, leases[j]) for j, effects in planned.items() for eff in effects if isinstance(eff, Append)],
+            report,
+        )
+        self._step("intent-recorded")
+        results: list[tuple[Append, Lease]] = []
+        for job_id, effects in planned.items():
+            if job_id in report.conflicts:
+                continue
+            job = self._jobs[job_id]
+            backend = backends[job.backend]
+            if job.backend in report.unreachable:
+                continue
+            new = self._carry_out(job, backend, [e for e in effects if not isinstance(e, Append)], now, report)
+            if new:
+                results.append((Append(job_id, self._jobs[job_id].version, tuple(new)), leases[job_id]))
+        self._append(results, report)
+        self._step("result-recorded")
+        return report
+
+    def _backend(self, name: str, now: datetime, report: TickReport) -> Backend | None:
+        retry = self._retry_at.get(name)
+        if retry is not None and now < retry:
+            report.unreachable[name] = f"waiting until {retry.isoformat()} before asking again"
+            return None
+        try:
+            return self.registry.get(name)
+        except DispatchError as exc:
+            report.errors.append(str(exc))
+            return None
+
+    def _discover(self, backend: Backend, job_ids: list[str], now: datetime, report: TickReport) -> Discovery | None:
+        batch = backend.declarations.max_discovery_batch or len(job_ids)
+        objects = []
+        at = now
+        try:
+            for start in range(0, len(job_ids), batch):
+                found = backend.discover(job_ids[start : start + batch])
+                report.discovery_calls[backend.name] = report.discovery_calls.get(backend.name, 0) + 1
+                objects.extend(found.objects)
+                at = found.at
+        except Unreachable as exc:
+            self._unreachable(backend.name, exc, now, report)
+            return None
+        self._backoff.pop(backend.name, None)
+        self._retry_at.pop(backend.name, None)
+        return Discovery(backend=backend.name, at=at, objects=tuple(objects))
+
+    def _unreachable(self, name: str, exc: Exception, now: datetime, report: TickReport) -> None:
+        """S-5: no state changes; ask again later, waiting longer each time (up to 5 min)."""
+        wait = min(self._backoff.get(name, 0.5) * 2, 300.0)
+        self._backoff[name] = wait
+        self._retry_at[name] = now + timedelta(seconds=wait)
+        report.unreachable[name] = str(exc)
+        log.warning("backend %s unreachable (%s); retrying in %.0f s", name, exc, wait)
+
+    def _append(self, appends: list[tuple[Append, Lease]], report: TickReport) -> None:
+        if not appends:
+            return
+        batches = [Batch(a.job_id, a.expected_version, a.events, lease) for a, lease in appends]
+        results = self.store.append_many(batches)
+        for append, _ in appends:
+            result = results[append.job_id]
+            if isinstance(result, RecordConflict):
+                report.conflicts.append(append.job_id)
+                log.info("job %s: %s; reloading it", append.job_id, result)
+                self._reload(append.job_id)
+                continue
+            report.appended += len(append.events)
+            self._jobs[append.job_id] = fold(append.events, self._jobs[append.job_id])
+
+    def _carry_out(
+        self, job: Job, backend: Backend, effects: list[Effect], now: datetime, report: TickReport
+    ) -> list[Event]:
+        """Do the side effects in order; return the events that record their results."""
+
+        results: list[Event] = []
+        seq = job.version
+        for effect in effects:
+            try:
+                if isinstance(effect, Submit):
+                    event: Event
+                    try:
+                        object_id = backend.submit(effect.job_id, effect.submission, effect.spec, effect.gated)
+                        self._step("submitted")
+                        seq += 1
+                        event = SubmissionCreated(job_id=job.job_id, seq=seq, at=now, submission=effect.submission, object_id=object_id)
+                    except SubmitRefused as exc:
+                        seq += 1
+                        cause = Cause(kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER, detail=exc.detail, at=now)
+                        event = SubmissionFailed(job_id=job.job_id, seq=seq, at=now, submission=effect.submission, cause=cause)
+                    results.append(event)
+                    report.submitted += 1
+                elif isinstance(effect, Stop):
+                    backend.stop(effect.object_id, effect.cause)
+                    self._step("stopped")
+                    report.stopped += 1
+                elif isinstance(effect, OpenGate):
+                    backend.open_gate(effect.object_id)
+                    self._step("gate-opened")
+                    report.opened += 1
+            except Unreachable as exc:
+                self._unreachable(backend.name, exc, now, report)
+                break
+            except DispatchError as exc:
+                report.errors.append(f"job {job.job_id}: {exc}")
+                log.error("job %s: %s", job.job_id, exc)
+                break
+        return results
+
+    # ------------------------------------------------------------------ loop
+    def run(
+        self,
+        *,
+        interval: float = 5.0,
+        stop: threading.Event | None = None,
+        until: Callable[[TickReport], bool] | None = None,
+        on_tick: Callable[[TickReport], None] | None = None,
+    ) -> TickReport:
+        """Tick every ``interval`` seconds until ``stop`` is set or ``until(report)`` is true."""
+
+        stop = stop or threading.Event()
+        while True:
+            report = self.tick()
+            if on_tick is not None:
+                on_tick(report)
+            if until is not None and until(report):
+                return report
+            if stop.wait(interval):
+                return report
+
+    def release(self) -> None:
+        """Give up this supervisor's leases so another can take over at once."""
+        self.store.release_leases(list(self._jobs), self.owner)
