@@ -1,0 +1,425 @@
+"""The record store contract (S-33, S-35, S-36), shared by every driver.
+
+A store keeps, per job, an append-only list of events numbered 1, 2, … (the job's
+*version* is the number of its last event). Writers use optimistic concurrency, as the
+eventsourcing library's recorders do: an append names the version it read, and the
+``(job_id, seq)`` key makes a second writer at the same version fail with a conflict
+instead of overwriting. Everything a driver must agree on that is not SQL (validating a
+batch, deciding a lease, decoding a row) lives here, so SQLite and PostgreSQL cannot drift.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Literal, Self
+
+from dispatch.enums import TERMINAL_STATES, State
+from dispatch.errors import BadInput, DecodeError, RecordConflict, UnknownJob
+from dispatch.events import EVENT_TYPES, Event, JobCreated, OutcomeCommitted, decode_event
+
+#: Filters ``RecordStore.jobs`` accepts besides None (every job).
+JOB_FILTERS: tuple[str, ...] = ("active", *sorted(s.value for s in TERMINAL_STATES))
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The right to act on one job until ``expires_at`` (S-35).
+
+    ``token`` is a fencing token: it grows every time the lease changes hands, so an append
+    carrying an older token (from a supervisor that stalled past its lease) is refused even
+    if that supervisor does not know yet that it lost the job.
+    """
+
+    job_id: str
+    owner: str
+    token: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One job's part of ``append_many``: what ``append`` takes, as a value."""
+
+    job_id: str
+    expected_version: int
+    events: Sequence[Event]
+    lease: Lease | None = None
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One line of ``dispatch list``: enough to find a job without folding its record."""
+
+    job_id: str
+    name: str
+    backend: str
+    created_at: datetime
+    outcome: State | None
+    version: int
+
+
+class VersionConflict(RecordConflict):
+    """The record moved on since the writer read it (S-33): read again and decide again."""
+
+    def __init__(self, job_id: str, expected: int, actual: int) -> None:
+        self.job_id = job_id
+        self.expected = expected
+        self.actual = actual
+        if actual == 0:
+            where = "has no record yet"
+        else:
+            where = f"is at version {actual}"
+        super().__init__(
+            f"job {job_id!r}: append expected version {expected} but the record {where}; "
+            "another writer got there first; read the record again and decide again"
+        )
+
+
+class LeaseConflict(RecordConflict):
+    """The writer's lease is no longer the store's lease for the job (S-35 fencing)."""
+
+    def __init__(self, job_id: str, lease: Lease, held: tuple[str, int] | None) -> None:
+        self.job_id = job_id
+        self.lease = lease
+        self.held = held
+        if held is None:
+            now = "the store holds no lease for it"
+        elif not held[0]:
+            now = f"the lease was released (token {held[1]})"
+        else:
+            now = f"the store's lease is owner {held[0]!r} token {held[1]}"
+        super().__init__(
+            f"job {job_id!r}: append under lease of owner {lease.owner!r} token {lease.token} "
+            f"refused: {now}; this supervisor must not act on the job any more"
+        )
+
+
+@dataclass
+class Prepared:
+    """A validated batch, flattened into what drivers write."""
+
+    batch: Batch
+    rows: list[tuple[str, int, str, datetime, str]]
+    created: JobCreated | None
+    outcome: State | None
+    version: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.version = self.batch.expected_version + len(self.batch.events)
+
+
+def prepare(batches: Iterable[Batch]) -> list[Prepared]:
+    """Check every batch before touching the store, so bad input changes nothing (S-36).
+
+    Raises BadInput naming the job, the event's position in the batch and what is wrong.
+    """
+
+    prepared: list[Prepared] = []
+    seen: set[str] = set()
+    for batch in batches:
+        if not isinstance(batch, Batch):
+            raise BadInput(f"append_many takes Batch values, got {type(batch).__name__}")
+        job_id = batch.job_id
+        where = f"append to job {job_id!r}"
+        if not isinstance(job_id, str) or not job_id:
+            raise BadInput(f"append: job id must be a non-empty string, got {job_id!r}")
+        if job_id in seen:
+            raise BadInput(f"{where}: the job appears twice in one append_many call; merge them")
+        seen.add(job_id)
+        expected = batch.expected_version
+        if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+            raise BadInput(f"{where}: expected_version must be an int >= 0, got {expected!r}")
+        events = list(batch.events)
+        if not events:
+            raise BadInput(f"{where}: no events given; an append adds at least one event")
+        if batch.lease is not None and batch.lease.job_id != job_id:
+            raise BadInput(f"{where}: the lease given is for job {batch.lease.job_id!r}")
+        rows: list[tuple[str, int, str, datetime, str]] = []
+        created: JobCreated | None = None
+        outcome: State | None = None
+        for index, event in enumerate(events, start=1):
+            at = f"{where}: event {index} of {len(events)}"
+            kind = getattr(event, "type", None)
+            if kind not in EVENT_TYPES or not hasattr(event, "model_dump_json"):
+                raise BadInput(f"{at} is not a dispatch event: {type(event).__name__}")
+            if event.job_id != job_id:
+                raise BadInput(f"{at} ({kind}) belongs to job {event.job_id!r}")
+            want = expected + index
+            if event.seq != want:
+                raise BadInput(
+                    f"{at} ({kind}) has seq {event.seq}, expected {want}: events must continue "
+                    f"the record at expected_version+1, +2, … without gaps"
+                )
+            if want == 1 and not isinstance(event, JobCreated):
+                raise BadInput(
+                    f"{at} ({kind}) starts a new record; the first event must be job-created"
+                )
+            if want > 1 and isinstance(event, JobCreated):
+                raise BadInput(
+                    f"{at} is job-created at seq {want}; a job is created once, at seq 1"
+                )
+            if isinstance(event, JobCreated):
+                created = event
+            if isinstance(event, OutcomeCommitted):
+                outcome = State(event.state)
+            rows.append((job_id, event.seq, kind, event.at, event.model_dump_json()))
+        prepared.append(Prepared(batch=batch, rows=rows, created=created, outcome=outcome))
+    return prepared
+
+
+def check(
+    item: Prepared, version: int, held: tuple[str, int] | None
+) -> RecordConflict | None:
+    """The conflict an append meets, given the job's version and lease read in its transaction."""
+
+    batch = item.batch
+    if batch.expected_version != version:
+        return VersionConflict(batch.job_id, batch.expected_version, version)
+    if batch.lease is not None and held != (batch.lease.owner, batch.lease.token):
+        return LeaseConflict(batch.job_id, batch.lease, held)
+    return None
+
+
+def check_lease_request(
+    job_ids: Iterable[str], owner: str, ttl: timedelta, now: datetime
+) -> list[str]:
+    """Validate ``acquire_leases`` arguments; return the job ids sorted (a fixed lock order)."""
+
+    if not isinstance(owner, str) or not owner:
+        raise BadInput(f"lease owner must be a non-empty string, got {owner!r}")
+    if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
+        raise BadInput(f"lease ttl must be a positive timedelta, got {ttl!r}")
+    if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise BadInput(f"lease time 'now' must be a timezone-aware datetime, got {now!r}")
+    return check_job_ids(job_ids, "acquire_leases")
+
+
+def check_job_ids(job_ids: Iterable[str], what: str) -> list[str]:
+    if isinstance(job_ids, str):
+        raise BadInput(f"{what} takes a list of job ids, got the string {job_ids!r}")
+    ids = sorted(set(job_ids))
+    for job_id in ids:
+        if not isinstance(job_id, str) or not job_id:
+            raise BadInput(f"{what}: job id must be a non-empty string, got {job_id!r}")
+    return ids
+
+
+def decide_lease(
+    job_id: str, current: Lease | None, owner: str, ttl: timedelta, now: datetime
+) -> Lease | None:
+    """The lease ``owner`` gets for ``job_id`` at ``now``, or None if another owner holds it.
+
+    - nobody ever held it: token 1;
+    - the same owner holds it and it has not expired: renewed, same token;
+    - it expired or was released: taken over with the next token, so any append still
+      carrying the old token is refused (even from the same owner name: a supervisor that
+      stalled past its lease may have been replaced by a namesake);
+    - another owner holds it and it has not expired: not taken.
+    """
+
+    expires = (now + ttl).astimezone(UTC)
+    if current is None:
+        return Lease(job_id, owner, 1, expires)
+    live = current.expires_at > now and bool(current.owner)
+    if live and current.owner == owner:
+        return Lease(job_id, owner, current.token, expires)
+    if not live:
+        return Lease(job_id, owner, current.token + 1, expires)
+    return None
+
+
+def check_filter(state: str | State | None) -> str | None:
+    if state is None:
+        return None
+    value = state.value if isinstance(state, State) else state
+    if value not in JOB_FILTERS:
+        raise BadInput(
+            f"unknown job filter {value!r}; use one of: {', '.join(JOB_FILTERS)} (or none for all)"
+        )
+    return value
+
+
+def check_limit(limit: int | None, what: str) -> int | None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise BadInput(f"{what}: limit must be a positive int or None, got {limit!r}")
+    return limit
+
+
+def check_position(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadInput(f"{what} must be an int >= 0, got {value!r}")
+    return value
+
+
+def decode_row(job_id: str, seq: int, body: str | bytes) -> Event:
+    """Decode one stored event, naming the job and sequence number when it does not (S-6, S-36).
+
+    A row from a newer build (an unknown event type, enum name or field) is refused, never
+    guessed at; the caller has changed nothing when this raises.
+    """
+
+    try:
+        event = decode_event(body)
+    except DecodeError as exc:
+        raise DecodeError(
+            f"record of job {job_id!r}, event seq {seq}: {exc}; the row was written by a newer "
+            "dispatch or damaged; upgrade dispatch to read it (nothing was changed)",
+            field=exc.field,
+            value=exc.value,
+        ) from exc
+    if event.job_id != job_id or event.seq != seq:
+        raise DecodeError(
+            f"record of job {job_id!r}, event seq {seq}: the stored event says job "
+            f"{event.job_id!r} seq {event.seq}; the row is damaged (nothing was changed)",
+            field="job_id" if event.job_id != job_id else "seq",
+            value=event.job_id if event.job_id != job_id else event.seq,
+        )
+    return event
+
+
+def summary_outcome(value: str | None, job_id: str) -> State | None:
+    if value is None:
+        return None
+    try:
+        return State(value)
+    except ValueError:
+        raise DecodeError(
+            f"job {job_id!r}: stored outcome {value!r} is not a state this build knows",
+            field="outcome",
+            value=value,
+        ) from None
+
+
+class RecordStore(abc.ABC):
+    """Where records live. One instance holds one connection; use it from one thread at a
+    time (drivers serialise calls with a lock), and open one per process.
+
+    Every method either does all it was asked or nothing. Driver errors never leak: a store
+    that cannot be reached raises ``Unreachable`` (retry later, S-5), a stale writer
+    ``RecordConflict`` (S-33), bad arguments ``BadInput`` and an unreadable row
+    ``DecodeError`` (S-36).
+    """
+
+    #: Where the records are, for messages; never includes a password.
+    location: str = ""
+
+    def append(
+        self,
+        job_id: str,
+        expected_version: int,
+        events: Sequence[Event],
+        *,
+        lease: Lease | None = None,
+    ) -> int:
+        """Append ``events`` (seq expected_version+1, +2, …) atomically; return the new version.
+
+        ``expected_version`` is the version the caller folded; 0 creates the job (the first
+        event must be job-created). A stale version raises ``VersionConflict``; with
+        ``lease``, a lease the store no longer holds for this owner and token raises
+        ``LeaseConflict`` (both are ``RecordConflict``), checked in the same transaction.
+        """
+
+        result = self.append_many([Batch(job_id, expected_version, events, lease)])[job_id]
+        if isinstance(result, RecordConflict):
+            raise result
+        return result
+
+    @abc.abstractmethod
+    def append_many(self, batches: Iterable[Batch]) -> dict[str, int | RecordConflict]:
+        """Append several jobs' batches in one transaction, the supervisor's once-per-tick write.
+
+        Each job is atomic on its own: a job whose version or lease is stale gets its
+        ``RecordConflict`` in the result and nothing of its batch is written, while the others
+        are. Bad input in any batch raises ``BadInput`` before anything is written.
+        """
+
+    @abc.abstractmethod
+    def read(self, job_id: str, after: int = 0) -> list[Event]:
+        """The job's events with seq > ``after``, in order. ``UnknownJob`` if it has no record."""
+
+    @abc.abstractmethod
+    def read_many(self, job_ids: Iterable[str]) -> dict[str, list[Event]]:
+        """Several jobs' whole records in one query; ``UnknownJob`` names any with no record."""
+
+    @abc.abstractmethod
+    def read_since(self, position: int, limit: int | None = None) -> tuple[list[Event], int]:
+        """Events appended after ``position`` (0: from the start), in append order, and the
+        position to pass next time.
+
+        Lets a supervisor keep its folded jobs in memory and read only what is new, including
+        what other writers appended. Positions only grow, and an event is never shown after
+        one appended later (a reader never skips an event by moving past it).
+        """
+
+    @abc.abstractmethod
+    def active_jobs(self, backend: str | None = None) -> list[str]:
+        """Jobs without an outcome-committed event, oldest first: what a supervisor watches."""
+
+    @abc.abstractmethod
+    def jobs(
+        self, state: str | State | None = None, limit: int | None = None
+    ) -> list[JobSummary]:
+        """Summaries for ``dispatch list``, newest first.
+
+        ``state`` is None (all), ``"active"`` (no committed outcome) or a terminal state
+        (``"succeeded"``, ``"failed"``, ``"cancelled"``); the live state of an active job comes
+        from projecting it, not from here.
+        """
+
+    @abc.abstractmethod
+    def acquire_leases(
+        self, job_ids: Iterable[str], owner: str, ttl: timedelta, now: datetime
+    ) -> dict[str, Lease]:
+        """Acquire or renew leases for ``owner``; return only those it now holds (S-35).
+
+        Time is passed in (the store never reads a clock), so every supervisor must use a
+        clock close to the others'; ``ttl`` should leave room for that skew.
+        """
+
+    @abc.abstractmethod
+    def release_leases(self, job_ids: Iterable[str], owner: str) -> None:
+        """Give up ``owner``'s leases so another supervisor may take the jobs at once.
+
+        The token is kept, so the next holder gets a higher one and an append still carrying
+        the released lease is refused.
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the connection; the store is unusable afterwards."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Literal[False]:
+        self.close()
+        return False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"
+
+
+def unknown_job(job_ids: Sequence[str], location: str) -> UnknownJob:
+    """The UnknownJob error, with advice on where to look."""
+
+    shown = ", ".join(repr(j) for j in job_ids[:5])
+    more = f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else ""
+    plural = "s" if len(job_ids) > 1 else ""
+    return UnknownJob(
+        f"no record for job id{plural} {shown}{more} in the record store at {location}; "
+        "check the id with `dispatch list`, or point DISPATCH_STORE at the store that "
+        "holds the job"
+    )
+
+
+def in_utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
