@@ -199,6 +199,10 @@ class Harness:
     and :meth:`close` have defaults good for a scheduler that runs local commands.
     """
 
+    #: the backend's entry-point name; the kit sets it when it loads the harness from
+    #: ``dispatch.harnesses``. Set it yourself for a harness used by a subclass of
+    #: :class:`dispatch_testing.suite.BackendConformance`.
+    name: str = ""
     #: seconds between two discoveries while the kit waits for something
     poll_interval: float = 1.0
     #: seconds the kit waits for a submitted object to appear / start / stop
@@ -249,11 +253,17 @@ class Harness:
         return {}
 
     def provoke(self, scenario: Scenario, backend: Backend, job_id: str) -> Provoked:
-        """Submit submission 1 of ``job_id`` through ``backend.submit`` so that its object
-        ends (or waits) the way ``scenario`` says, and drive any out-of-band action
-        (preempt, drain a node, scancel as an admin, inject an answer). May return before
-        the ending shows; the kit then polls ``backend.discover([job_id])`` with
-        :meth:`wait` between polls until :attr:`Provoked.timeout`.
+        """Submit ``job_id`` through ``backend.submit(job_id, 1, spec, gated=False)``
+        (exactly one call) so that its object ends (or waits) the way ``scenario`` says,
+        and drive any out-of-band action (preempt, drain a node, scancel as an admin,
+        inject an answer). May return before the ending shows; the kit then polls
+        ``backend.discover([job_id])`` with :meth:`wait` between polls until
+        :attr:`Provoked.timeout`.
+
+        Always submit as submission 1, ungated: in the end-to-end test the supervisor
+        makes the submit call and the kit hands you a ``backend`` that files your submit
+        under the submission number (and gate) the supervisor asked for. Do not keep
+        state across calls that assumes the object is the only one of the job.
         """
         raise NotProvokable(f"this harness does not provoke {scenario}")
 
