@@ -1,0 +1,1 @@
+"""The ``dispatch`` command line. Commands import the core lazily: ``--help`` stays fast."""
