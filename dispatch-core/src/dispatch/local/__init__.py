@@ -1,0 +1,57 @@
+"""The ``local`` backend: dispatch on one machine, with no cluster.
+
+Each submission becomes a process group on this host, run by a small detached *runner*
+process, so a later ``dispatch status`` in another process finds it by reading files.
+
+State directory (``DISPATCH_LOCAL_DIR``, default ``$XDG_STATE_HOME/dispatch/local``)::
+
+    objects/<object id>/        one submission; the object id is local-<12 hex digits>
+        meta.json               job id, submission, spec, gated, created_at, cwd, grace
+        script                  the spec's script, when it has one
+        runner.json             the runner's pid, start time (/proc), boot id and host
+        gate-open               present once the gate is open
+        started.json            the command's pid, start time, boot id, host; started_at
+        stop.json               dispatch asked to stop it, and why (the first ask wins)
+        end.json                how it ended: cause, exit code, times
+        stdout, stderr          the command's output; runner.log the runner's own
+    jobs/<job key>/<object id>  the index discovery reads: content is the submission
+
+Decisions, where the SPEC and the issue leave room:
+
+- Life of an object: ``gated`` (waiting for ``gate-open``) → ``starting`` → ``running``
+  (``stopping`` once a stop is asked) → ``ended``. Every file is written whole (temporary
+  name, then rename or link), and ``end.json`` only once: the first writer wins.
+- Endings: exit 0 → ``none``; exit N → ``non-zero-exit`` with code N (provenance
+  application); killed by a signal S not sent by dispatch → ``non-zero-exit`` with code
+  128+S and the signal named in ``detail``; past ``resources.time_limit`` → SIGTERM to the
+  group, SIGKILL after the grace → ``time-limit``; a stop → the same signals →
+  ``cancelled`` with provenance actor and the stop cause's actor and words; the command not
+  found, not executable or a bad working directory → ``launch-failed`` with the OS error
+  verbatim. A signal sent to the runner itself (a shutdown, a stray ``kill``) stops the
+  command and ends it ``unknown``: nobody in dispatch asked for it.
+- Leftovers: when the command's leader exits, whatever else is still in its process group
+  is killed (as Slurm ends a job step), before the leader is reaped so the group id
+  cannot have been reused.
+- A runner that died without recording an ending (the machine rebooted, the runner was
+  SIGKILLed) is detected by pid + start time + boot id and reported ended ``unknown`` with
+  what was found. If its command is still running, it is reported running, and a stop kills
+  it directly. A state directory shared between hosts (NFS) works: processes of another
+  host are not checked from here, and their runner sees stop and gate files there.
+- The command runs in the submitter's environment plus ``spec.env`` (as ``sbatch``'s
+  default), with ``DISPATCH_JOB_ID``, ``DISPATCH_SUBMISSION`` and ``DISPATCH_OBJECT_ID``
+  set; in ``spec.workdir`` (relative to the submitting directory) or the submitting
+  directory. A script that starts with ``#!`` is executed as is, any other with /bin/sh.
+- Resources: more than one node, more than one task per node, or GPUs are refused at
+  submit (``SubmitRefused``): this backend does not provide them. ``cpus_per_task`` and
+  ``memory_mb`` are accepted and not enforced, so an out-of-memory kill shows as
+  ``non-zero-exit`` killed by SIGKILL.
+- Causes it cannot report: ``preempted``, ``node-lost``, ``out-of-memory``, ``no-capacity``
+  (nothing here preempts, loses a node, or tells an OOM kill from another SIGKILL). Its
+  ``node_loss_window`` (30 s) is declared because every backend must; it is never used.
+- Discovery reads ``jobs/<job key>/`` for each job asked, then those objects' files: its
+  cost follows the objects of the jobs asked, never every object on the machine (S-32).
+  Ids are unknown → absent. Discovery only reads; stop and open_gate are idempotent, and
+  a stop waits up to the grace plus a margin for the ending to be recorded.
+- Objects are never deleted by dispatch; remove old ``objects/`` and ``jobs/`` entries by
+  hand if they pile up.
+"""

@@ -1,0 +1,379 @@
+"""The ``local`` backend's hooks: submit, discover, open a gate, stop (S-30).
+
+Configuration comes from the environment, read once when the backend is loaded:
+
+- ``DISPATCH_LOCAL_DIR``: the state directory (default ``$XDG_STATE_HOME/dispatch/local``,
+  ``~/.local/state/dispatch/local`` when XDG_STATE_HOME is unset);
+- ``DISPATCH_LOCAL_STOP_GRACE``: seconds between SIGTERM and SIGKILL when stopping
+  (default 5), recorded with each object so its runner and every later stop agree.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from dispatch.cause import Cause
+from dispatch.declarations import Declarations
+from dispatch.discovery import Discovery, ObjectView
+from dispatch.enums import Capability, CauseKind, Provenance
+from dispatch.errors import BadInput, DecodeError, SubmitRefused, Unreachable
+from dispatch.local.layout import (
+    OBJECT_ID,
+    ObjectDir,
+    StateDir,
+    create_once,
+    new_object_id,
+    write_atomic,
+)
+from dispatch.local.observe import STARTUP_WINDOW, observe
+from dispatch.local.processes import gone, hostname, identify, is_here
+from dispatch.local.records import (
+    Ending,
+    ObjectMeta,
+    ProcessIdentity,
+    Started,
+    StopRequest,
+    read,
+)
+from dispatch.plugin import hookimpl
+from dispatch.spec import JobSpec
+
+NAME = "local"
+DEFAULT_STOP_GRACE = 5.0
+#: How much longer than the grace ``dispatch_stop`` waits for the runner to record the end.
+STOP_MARGIN = 3.0
+_STOP_POLL = 0.05
+
+DECLARATIONS = Declarations(
+    name=NAME,
+    description=(
+        "Runs each submission as a process group on this machine, detached from the CLI; "
+        "no cluster needed. Cannot report preempted, node-lost, out-of-memory or no-capacity."
+    ),
+    node_loss_window=timedelta(seconds=30),
+    reports=frozenset(
+        {
+            CauseKind.NONE,
+            CauseKind.NON_ZERO_EXIT,
+            CauseKind.TIME_LIMIT,
+            CauseKind.LAUNCH_FAILED,
+            CauseKind.CANCELLED,
+            CauseKind.UNKNOWN,
+        }
+    ),
+    capabilities=frozenset({Capability.GATING, Capability.TIME_LIMIT}),
+    max_discovery_batch=None,
+    options={},
+)
+
+
+def default_state_dir() -> Path:
+    configured = os.environ.get("DISPATCH_LOCAL_DIR")
+    if configured:
+        return Path(configured).expanduser().absolute()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / "dispatch" / "local"
+
+
+def _grace(value: float | str, where: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise BadInput(f"{where}={value!r} is not a number of seconds (0 or more)")
+    return seconds
+
+
+def default_stop_grace() -> float:
+    configured = os.environ.get("DISPATCH_LOCAL_STOP_GRACE")
+    if configured is None or configured == "":
+        return DEFAULT_STOP_GRACE
+    return _grace(configured, "DISPATCH_LOCAL_STOP_GRACE")
+
+
+def _refusal(spec: JobSpec) -> str | None:
+    """Why this host cannot run ``spec`` as asked, or None."""
+    if spec.options:
+        return f"the local backend takes no options; got {', '.join(sorted(spec.options))}"
+    resources = spec.resources
+    if resources.nodes > 1:
+        return (
+            f"the local backend runs on this host only; resources.nodes={resources.nodes} "
+            "asks for more"
+        )
+    if resources.tasks_per_node > 1:
+        return (
+            "the local backend starts one process; "
+            f"resources.tasks_per_node={resources.tasks_per_node} asks for more "
+            "(start the ranks from the command, e.g. torchrun --nproc-per-node)"
+        )
+    if resources.gpus_per_node:
+        return (
+            f"the local backend does not allocate GPUs; resources.gpus_per_node="
+            f"{resources.gpus_per_node} asks for some (leave it unset and choose devices "
+            "with CUDA_VISIBLE_DEVICES in env)"
+        )
+    return None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LocalBackend:
+    """The embedded default backend: this machine, no cluster.
+
+    :param state_dir: where objects live (default: see the module docstring).
+    :param stop_grace: seconds between SIGTERM and SIGKILL (default: see the module).
+    """
+
+    def __init__(
+        self, state_dir: str | Path | None = None, stop_grace: float | None = None
+    ) -> None:
+        root = Path(state_dir).expanduser().absolute() if state_dir else default_state_dir()
+        self.state = StateDir(root)
+        self.stop_grace = (
+            default_stop_grace() if stop_grace is None else _grace(stop_grace, "stop_grace")
+        )
+        self._children: set[int] = set()
+
+    def _reap(self) -> None:
+        """Collect runners this process started that have exited (no zombies left behind
+        by a long-lived supervisor)."""
+        for pid in list(self._children):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                self._children.discard(pid)
+
+    def _unreachable(self, exc: OSError) -> Unreachable:
+        return Unreachable(f"local state directory {self.state.root}: {exc}")
+
+    @hookimpl
+    def dispatch_declare(self) -> Declarations:
+        return DECLARATIONS
+
+    @hookimpl
+    def dispatch_discover(self, job_ids: Sequence[str]) -> Discovery:
+        self._reap()
+        now = _now()
+        objects: list[ObjectView] = []
+        try:
+            for job_id in dict.fromkeys(job_ids):
+                objects.extend(self._objects_of(job_id, now))
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
+        return Discovery(backend=NAME, at=now, objects=tuple(objects))
+
+    def _objects_of(self, job_id: str, now: datetime) -> list[ObjectView]:
+        index = self.state.job_index(job_id)
+        try:
+            names = os.listdir(index)
+        except FileNotFoundError:
+            return []
+        views = []
+        for name in names:
+            if not OBJECT_ID.match(name):
+                continue
+            try:
+                submission: int | None = int((index / name).read_text())
+            except (ValueError, FileNotFoundError):
+                submission = None
+            view = observe(self.state.object_dir(name), job_id, submission, now)
+            if view is not None:
+                views.append(view)
+        views.sort(key=lambda v: (v.submission, v.created_at or now, v.object_id))
+        return views
+
+    @hookimpl
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        self._reap()
+        refusal = _refusal(spec)
+        if refusal is not None:
+            raise SubmitRefused(refusal)
+        object_id = new_object_id()
+        try:
+            cwd = os.getcwd()
+        except FileNotFoundError as exc:
+            raise SubmitRefused(f"the current directory no longer exists: {exc}") from exc
+        meta = ObjectMeta(
+            object_id=object_id,
+            job_id=job_id,
+            submission=submission,
+            spec=spec,
+            gated=gated,
+            created_at=_now(),
+            cwd=cwd,
+            stop_grace=self.stop_grace,
+        )
+        try:
+            obj = self._create(meta)
+            index = self.state.job_index(job_id)
+            index.mkdir(parents=True, exist_ok=True)
+            write_atomic(index / object_id, str(submission))
+            self._start_runner(obj)
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
+        return object_id
+
+    def _create(self, meta: ObjectMeta) -> ObjectDir:
+        """Write the object's files under a temporary name, then move it into place whole."""
+        final = self.state.object_dir(meta.object_id)
+        self.state.objects.mkdir(parents=True, exist_ok=True)
+        draft = ObjectDir(self.state.objects / f".draft-{meta.object_id}")
+        draft.path.mkdir()
+        write_atomic(draft.meta, meta.to_json())
+        script = meta.spec.script
+        if script is not None:
+            draft.script.write_text(script, encoding="utf-8")
+            draft.script.chmod(0o755 if script.startswith("#!") else 0o644)
+        os.rename(draft.path, final.path)
+        return final
+
+    def _start_runner(self, obj: ObjectDir) -> None:
+        """Start the object's runner in a session of its own, so it outlives this process.
+
+        ``posix_spawn`` rather than ``subprocess``: the runner is not ours to wait for (a
+        Popen left running warns when collected); :meth:`_reap` collects it if we outlive it.
+        """
+        argv = [sys.executable, "-m", "dispatch.local.runner", str(obj.path)]
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        try:
+            pid = os.posix_spawn(
+                sys.executable,
+                argv,
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, str(obj.runner_log), flags, 0o644),
+                    (os.POSIX_SPAWN_DUP2, 1, 2),
+                ],
+                setsid=True,
+            )
+        except OSError as exc:
+            now = _now()
+            detail = f"could not start the local runner {sys.executable}: {exc}"
+            cause = Cause(
+                kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER, detail=detail, at=now
+            )
+            ending = Ending(
+                state="launch-failed", cause=cause, ended_at=now, launched=False, host=hostname()
+            )
+            create_once(obj.end, ending.to_json())
+            return
+        self._children.add(pid)
+        create_once(obj.runner, identify(pid).to_json())
+
+    def _existing(self, object_id: str) -> ObjectDir | None:
+        obj = self.state.object_dir(object_id)
+        return obj if obj.meta.exists() else None
+
+    @hookimpl
+    def dispatch_open_gate(self, object_id: str) -> None:
+        """Idempotent; an unknown object id is not an error either (discovery shows it
+        absent, which is what the supervisor acts on)."""
+        self._reap()
+        try:
+            obj = self._existing(object_id)
+            if obj is not None and not obj.gate.exists():
+                create_once(obj.gate, _now().isoformat())
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
+
+    @hookimpl
+    def dispatch_stop(self, object_id: str, cause: Cause) -> None:
+        """Ask the runner to stop the object and wait, at most the grace plus a margin, for
+        it to record the ending; take over if the runner is gone. Idempotent (S-30)."""
+        self._reap()
+        try:
+            obj = self._existing(object_id)
+            if obj is None or obj.end.exists():
+                return
+            try:
+                meta = read(obj.meta, ObjectMeta)
+            except DecodeError:
+                meta = None
+            if meta is None:
+                return  # an object we cannot read is not one we can stop safely
+            create_once(obj.stop, StopRequest(cause=cause, at=_now()).to_json())
+            deadline = time.monotonic() + meta.stop_grace + STOP_MARGIN
+            while not obj.end.exists() and time.monotonic() < deadline:
+                if self._runner_gone(obj, meta):
+                    self._stop_orphan(obj, meta)
+                    return
+                time.sleep(_STOP_POLL)
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
+
+    def _runner_gone(self, obj: ObjectDir, meta: ObjectMeta) -> bool:
+        try:
+            runner = read(obj.runner, ProcessIdentity)
+        except DecodeError:
+            return False
+        if runner is None:
+            return _now() - meta.created_at >= STARTUP_WINDOW
+        return is_here(runner) and gone(runner) is not None
+
+    def _stop_orphan(self, obj: ObjectDir, meta: ObjectMeta) -> None:
+        """Stop a command whose runner died, and record that its exit status is lost.
+
+        A command that is not running any more is left alone: discovery already reports
+        what was found, and that is the truth a stop must not overwrite.
+        """
+        try:
+            started = read(obj.started, Started)
+            stop = read(obj.stop, StopRequest)
+        except DecodeError:
+            return
+        if obj.end.exists() or started is None or gone(started.process) is not None:
+            return
+        leader = started.process
+        os.killpg(leader.pid, signal.SIGTERM)
+        sent = "sent SIGTERM to its process group"
+        if not _wait_gone(leader, meta.stop_grace):
+            os.killpg(leader.pid, signal.SIGKILL)
+            sent += f", then SIGKILL after a grace of {meta.stop_grace:g}s"
+            _wait_gone(leader, STOP_MARGIN)
+        asked = stop.cause if stop is not None else None
+        words = (asked.detail if asked else "") or (
+            f"stopped by dispatch (cause {asked.kind})" if asked else "stopped by dispatch"
+        )
+        now = _now()
+        cause = Cause(
+            kind=CauseKind.CANCELLED,
+            provenance=Provenance.ACTOR,
+            actor=asked.actor if asked else None,
+            detail=(
+                f"{words}; its local runner was gone, so dispatch {sent}; "
+                "the command's exit status is not known"
+            ),
+            at=now,
+        )
+        ending = Ending(
+            state="cancelled",
+            cause=cause,
+            ended_at=now,
+            started_at=started.started_at,
+            launched=True,
+            host=leader.host,
+        )
+        create_once(obj.end, ending.to_json())
+
+
+def _wait_gone(process: ProcessIdentity, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while gone(process) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_STOP_POLL)
+    return True

@@ -1,0 +1,196 @@
+"""What one object directory shows now, as an :class:`~dispatch.ObjectView` (S-19).
+
+Reading only: discovery never writes, so any number of processes may look at once. The
+files say how far the object got (gated, starting, running, stopping, ended). When they
+say it is still alive but its runner is gone (the machine rebooted, the runner was
+killed), the object is reported ended with cause ``unknown`` and what was found, never
+running for ever. A file that does not decode is reported the same way, with its text
+verbatim (S-4).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from dispatch.cause import Cause
+from dispatch.discovery import Execution, ObjectView
+from dispatch.enums import CauseKind, Phase, Provenance
+from dispatch.errors import DecodeError
+from dispatch.local.layout import ObjectDir
+from dispatch.local.processes import gone, is_here
+from dispatch.local.records import Ending, ObjectMeta, ProcessIdentity, Started, read
+from pydantic import AwareDatetime
+
+#: How long after its submission an object may have no runner on record: the backend
+#: records the runner right after starting it, so only an interrupted submit takes longer.
+STARTUP_WINDOW = timedelta(seconds=30)
+
+
+def _view(
+    object_id: str,
+    job_id: str,
+    submission: int,
+    created_at: AwareDatetime | None,
+    phase: Phase,
+    state: str,
+    cause: Cause | None = None,
+    executions: tuple[Execution, ...] = (),
+) -> ObjectView:
+    return ObjectView(
+        object_id=object_id,
+        job_id=job_id,
+        submission=submission,
+        phase=phase,
+        scheduler_state=state,
+        cause=cause,
+        executions=executions,
+        created_at=created_at,
+    )
+
+
+def _unknown(detail: str) -> Cause:
+    return Cause(kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER, detail=detail)
+
+
+def _unreadable(
+    object_id: str, job_id: str, submission: int, created_at: AwareDatetime | None, exc: DecodeError
+) -> ObjectView:
+    detail = str(exc)
+    if isinstance(exc.value, str):
+        detail += f"\n{exc.value}"
+    return _view(
+        object_id, job_id, submission, created_at, Phase.ENDED, "unreadable", _unknown(detail)
+    )
+
+
+def observe(
+    obj: ObjectDir, job_id: str, submission: int | None, now: datetime
+) -> ObjectView | None:
+    """The object as its files show it, or None if it is not an object of ``job_id``.
+
+    :param submission: the number the job index holds, used only when ``meta.json``
+        itself does not decode.
+    """
+    try:
+        meta = read(obj.meta, ObjectMeta)
+    except DecodeError as exc:
+        if submission is None:
+            exc = DecodeError(
+                f"{exc} (and its job index entry holds no submission number)",
+                field=exc.field,
+                value=exc.value,
+            )
+        return _unreadable(obj.object_id, job_id, submission or 1, None, exc)
+    if meta is None or meta.job_id != job_id:
+        return None
+    try:
+        return _observe(obj, meta, now)
+    except DecodeError as exc:
+        return _unreadable(meta.object_id, meta.job_id, meta.submission, meta.created_at, exc)
+
+
+def _observe(obj: ObjectDir, meta: ObjectMeta, now: datetime) -> ObjectView:
+    ending = read(obj.end, Ending)
+    started = read(obj.started, Started)
+    lost: str | None = None
+    if ending is None:
+        lost = _lost(obj, meta, started, now)
+        if lost is not None:
+            ending = read(obj.end, Ending)  # it may have ended while we looked
+    if ending is not None:
+        executions: tuple[Execution, ...] = ()
+        if ending.launched:
+            execution = Execution(
+                index=0,
+                started_at=ending.started_at,
+                ended_at=ending.ended_at,
+                nodes=(ending.host,),
+                cause=ending.cause,
+            )
+            executions = (execution,)
+        return _view(
+            meta.object_id,
+            meta.job_id,
+            meta.submission,
+            meta.created_at,
+            Phase.ENDED,
+            ending.state,
+            ending.cause,
+            executions,
+        )
+    if lost is not None:
+        cause = _unknown(lost)
+        executions = ()
+        if started is not None:
+            executions = (
+                Execution(
+                    index=0,
+                    started_at=started.started_at,
+                    nodes=(started.process.host,),
+                    cause=cause,
+                ),
+            )
+        return _view(
+            meta.object_id,
+            meta.job_id,
+            meta.submission,
+            meta.created_at,
+            Phase.ENDED,
+            "lost",
+            cause,
+            executions,
+        )
+    if started is not None:
+        execution = Execution(index=0, started_at=started.started_at, nodes=(started.process.host,))
+        return _view(
+            meta.object_id,
+            meta.job_id,
+            meta.submission,
+            meta.created_at,
+            Phase.RUNNING,
+            "stopping" if obj.stop.exists() else "running",
+            executions=(execution,),
+        )
+    if meta.gated and not obj.gate.exists():
+        return _view(
+            meta.object_id, meta.job_id, meta.submission, meta.created_at, Phase.GATED, "gated"
+        )
+    return _view(
+        meta.object_id, meta.job_id, meta.submission, meta.created_at, Phase.PENDING, "starting"
+    )
+
+
+def _lost(obj: ObjectDir, meta: ObjectMeta, started: Started | None, now: datetime) -> str | None:
+    """What was found, in words, if the object can never record an ending; else None.
+
+    A runner on another host (a state directory on a shared file system) cannot be checked
+    from here and is trusted. A command still running after its runner died is reported
+    running: it is, and :meth:`LocalBackend.dispatch_stop` can still stop it.
+    """
+    runner = read(obj.runner, ProcessIdentity)
+    if runner is None:
+        if now - meta.created_at < STARTUP_WINDOW:
+            return None
+        return (
+            f"no local runner was recorded in the {STARTUP_WINDOW.total_seconds():g}s after "
+            "the submission (the submitting process stopped before starting it); "
+            "the command never started"
+        )
+    if not is_here(runner):
+        return None
+    runner_gone = gone(runner)
+    if runner_gone is None:
+        return None
+    if started is None:
+        return (
+            f"the local runner is gone ({runner_gone}) and the command never started; "
+            f"see {obj.runner_log}"
+        )
+    command_gone = gone(started.process)
+    if command_gone is None:
+        return None
+    return (
+        f"the local runner is gone ({runner_gone}) and so is the command ({command_gone}) "
+        "without an exit status on record (the machine rebooted, or both were killed); "
+        f"see {obj.runner_log}"
+    )

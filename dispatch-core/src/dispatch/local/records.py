@@ -1,0 +1,90 @@
+"""The files an object directory holds, as strict models.
+
+Each file is written once, atomically, by exactly one side (the backend or the runner), so a
+reader in any process sees either nothing or the whole file. A file that does not decode is
+reported, never guessed at (S-4, S-6): see :mod:`dispatch.local.observe`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar
+
+from dispatch.base import Model
+from dispatch.cause import Cause
+from dispatch.errors import DecodeError
+from dispatch.spec import JobSpec
+from pydantic import AwareDatetime, Field
+
+M = TypeVar("M", bound=Model)
+
+
+class ProcessIdentity(Model):
+    """A process as the kernel names it for life: a pid alone is reused, a pid plus its
+    start time (in clock ticks since boot) plus the boot id is not."""
+
+    pid: int = Field(ge=1)
+    start_ticks: int = Field(ge=0)
+    boot_id: str
+    host: str
+
+
+class ObjectMeta(Model):
+    """``meta.json``: what was submitted; written by the backend before anything runs, so
+    the object is found by its job id even if the submit call's answer is lost (S-34)."""
+
+    object_id: str
+    job_id: str
+    submission: int = Field(ge=1)
+    spec: JobSpec
+    gated: bool
+    created_at: AwareDatetime
+    cwd: str
+    stop_grace: float = Field(ge=0)
+
+
+class Started(Model):
+    """``started.json``: the command's process group leader, written by the runner."""
+
+    process: ProcessIdentity
+    started_at: AwareDatetime
+
+
+class StopRequest(Model):
+    """``stop.json``: dispatch asked for the object to be stopped, and why. The first
+    request wins; later ones are no-ops (S-30)."""
+
+    cause: Cause
+    at: AwareDatetime
+
+
+class Ending(Model):
+    """``end.json``: how the object ended, written once by whoever saw it end.
+
+    ``launched`` says whether a launch of the command was attempted (so the object has an
+    execution); ``state`` is the local word shown to people as the scheduler state.
+    """
+
+    state: str
+    cause: Cause
+    ended_at: AwareDatetime
+    started_at: AwareDatetime | None = None
+    launched: bool
+    host: str
+
+
+def read(path: Path, model: type[M]) -> M | None:
+    """The model in ``path``, or None if there is no such file.
+
+    :raises DecodeError: the file exists and does not decode; the message names the file.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"{path}: not UTF-8 text: {exc}", value=None) from None
+    try:
+        return model.model_validate_json(text)
+    except DecodeError as exc:
+        raise DecodeError(f"{path}: {exc}", field=exc.field, value=text) from None
