@@ -11,6 +11,7 @@ batch, deciding a lease, decoding a row) lives here, so SQLite and PostgreSQL ca
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -265,6 +266,15 @@ def decode_row(job_id: str, seq: int, body: str | bytes) -> Event:
     try:
         event = decode_event(body)
     except DecodeError as exc:
+        kind = _stored_type(body)
+        if kind is not None and kind not in EVENT_TYPES:
+            raise DecodeError(
+                f"record of job {job_id!r}, event seq {seq}: field 'type' = {kind!r} is not an "
+                f"event type this build knows; the row was written by a newer dispatch or "
+                "damaged; upgrade dispatch to read it (nothing was changed)",
+                field="type",
+                value=kind,
+            ) from exc
         raise DecodeError(
             f"record of job {job_id!r}, event seq {seq}: {exc}; the row was written by a newer "
             "dispatch or damaged; upgrade dispatch to read it (nothing was changed)",
@@ -279,6 +289,17 @@ def decode_row(job_id: str, seq: int, body: str | bytes) -> Event:
             value=event.job_id if event.job_id != job_id else event.seq,
         )
     return event
+
+
+def _stored_type(body: str | bytes) -> str | None:
+    """The ``type`` a row claims, when it is JSON at all: the event decoder reports an unknown
+    type against the whole document, and a person needs the name itself."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    kind = data.get("type") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def summary_outcome(value: str | None, job_id: str) -> State | None:

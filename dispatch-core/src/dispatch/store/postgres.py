@@ -122,7 +122,7 @@ class PostgresStore(RecordStore):
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._closed:
-            raise BadInput(f"record store {self.location} is closed")
+            raise BadInput(f"record store {self.location} is closed; open it again")
         if self._conn is not None and not self._conn.closed and not self._conn.broken:
             return self._conn
         import psycopg

@@ -112,6 +112,7 @@ class SQLiteStore(RecordStore):
         self.path = Path(path)
         self.location = f"sqlite:///{self.path.absolute()}"
         self._lock = threading.RLock()
+        self._closed = False
         try:
             _make_private_dirs(self.path.parent)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -171,14 +172,19 @@ class SQLiteStore(RecordStore):
             raise
 
     def _rollback(self) -> None:
-        if self._db.in_transaction:
+        if not self._closed and self._db.in_transaction:
             try:
                 self._db.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BadInput(f"record store {self.location} is closed; open it again")
+
     def _write(self, what: str, body: Callable[[sqlite3.Connection], _T]) -> _T:
         with self._lock, self._translate(what):
+            self._check_open()
             self._db.execute("BEGIN IMMEDIATE")
             result = body(self._db)
             self._db.execute("COMMIT")
@@ -186,6 +192,7 @@ class SQLiteStore(RecordStore):
 
     def _query(self, what: str, sql: str, params: Iterable[Any] = ()) -> list[Any]:
         with self._lock, self._translate(what):
+            self._check_open()
             return self._db.execute(sql, tuple(params)).fetchall()
 
     def append_many(self, batches: Iterable[Batch]) -> dict[str, int | RecordConflict]:
@@ -377,4 +384,5 @@ class SQLiteStore(RecordStore):
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._db.close()
