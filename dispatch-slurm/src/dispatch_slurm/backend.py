@@ -1,0 +1,267 @@
+"""The Slurm backend: dispatch's hooks carried out with Slurm's own commands.
+
+Registered as ``slurm`` under ``dispatch.backends``. Configuration comes from the
+environment (the plugin is instantiated with no arguments):
+
+==================================  =========  ==================================================
+variable                            default    meaning
+==================================  =========  ==================================================
+DISPATCH_SLURM_NODE_LOSS_WINDOW     600        seconds a job may run on a NOT_RESPONDING/DOWN
+                                               node before dispatch stops it (S-25)
+DISPATCH_SLURM_NO_CAPACITY_WINDOW   3600       seconds a job may pend for a reason that says it
+                                               cannot run as configured (PartitionConfig,
+                                               ReqNodeNotAvail...) before dispatch stops it (S-39)
+DISPATCH_SLURM_UNKNOWN_WINDOW       3600       the same for a pending reason mapped to unknown
+                                               (DependencyNeverSatisfied, reasons not in the table)
+DISPATCH_SLURM_TIMEOUT              30         seconds any one Slurm command may take
+DISPATCH_SLURM_SACCT_SINCE          now-30days how far back sacct looks (``sacct -S``)
+==================================  =========  ==================================================
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import tempfile
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from dispatch import (
+    Action,
+    BadInput,
+    Capability,
+    Cause,
+    CauseKind,
+    Declarations,
+    Discovery,
+    DispatchError,
+    JobSpec,
+    SubmitRefused,
+    hookimpl,
+)
+
+from dispatch_slurm.observe import build_objects, running_any
+from dispatch_slurm.parse import SACCT_FIELDS, SQUEUE_FIELDS, parse_sinfo_nodes
+from dispatch_slurm.runner import Result, Runner
+from dispatch_slurm.tags import Tag, job_name, parse_comment
+
+NAME = "slurm"
+
+OPTIONS = {
+    "partition": "Slurm partition (sbatch --partition)",
+    "account": "account to charge (sbatch --account)",
+    "qos": "quality of service (sbatch --qos)",
+    "constraint": "node features required (sbatch --constraint)",
+    "reservation": "reservation to run in (sbatch --reservation)",
+    "output": "stdout path pattern (sbatch --output), default slurm-%j.out in the workdir",
+    "error": "stderr path pattern (sbatch --error)",
+    "requeue": "yes|no (default no): let Slurm requeue the job itself (sbatch --requeue); "
+    "set it when the policy has a requeue rule, which Slurm then enforces",
+    "sbatch_args": "more sbatch options, split like a shell would (never run by a shell)",
+}
+#: options dispatch sets itself; an sbatch_args that tries to set them is refused
+_RESERVED = ("-J", "--job-name", "--comment", "-H", "--hold", "--parsable", "--requeue",
+             "--no-requeue", "--wrap", "-D", "--chdir", "--export")
+#: what a batch script runs for a command: every task of every node, no shell in between
+_COMMAND_WRAPPER = '#!/bin/sh\nexec srun "$@"\n'
+
+
+class SlurmCommandFailed(DispatchError):
+    """A Slurm command was reached and failed in a way that is not a refusal of a job."""
+
+
+def _seconds(variable: str, default: float) -> timedelta:
+    raw = os.environ.get(variable)
+    if raw is None:
+        return timedelta(seconds=default)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadInput(f"{variable}={raw!r}: expected a number of seconds") from None
+    if value <= 0:
+        raise BadInput(f"{variable}={raw!r}: must be positive")
+    return timedelta(seconds=value)
+
+
+def declarations() -> Declarations:
+    return Declarations(
+        name=NAME,
+        description="Slurm through sbatch/squeue/sacct/scontrol/scancel (tested on 22.05)",
+        node_loss_window=_seconds("DISPATCH_SLURM_NODE_LOSS_WINDOW", 600),
+        pending_windows={
+            CauseKind.NO_CAPACITY: _seconds("DISPATCH_SLURM_NO_CAPACITY_WINDOW", 3600),
+            CauseKind.UNKNOWN: _seconds("DISPATCH_SLURM_UNKNOWN_WINDOW", 3600),
+        },
+        native_actions=frozenset({Action.REQUEUE}),
+        reports=frozenset(
+            {CauseKind.NONE, CauseKind.PREEMPTED, CauseKind.NODE_LOST, CauseKind.OUT_OF_MEMORY,
+             CauseKind.TIME_LIMIT, CauseKind.NON_ZERO_EXIT, CauseKind.LAUNCH_FAILED,
+             CauseKind.NO_CAPACITY, CauseKind.HELD, CauseKind.REQUEUED, CauseKind.CANCELLED,
+             CauseKind.UNKNOWN}
+        ),
+        capabilities=frozenset(
+            {Capability.GATING, Capability.TIME_LIMIT, Capability.MULTI_NODE, Capability.GPUS}
+        ),
+        max_discovery_batch=1000,
+        options=dict(OPTIONS),
+    )
+
+
+def sbatch_argv(job_id: str, submission: int, spec: JobSpec, gated: bool,
+                script_path: str) -> list[str]:
+    """The sbatch argument list for one submission (no shell anywhere)."""
+    unknown = sorted(set(spec.options) - set(OPTIONS))
+    if unknown:
+        raise BadInput(
+            f"job {job_id!r}: unknown slurm option(s) {', '.join(unknown)}; "
+            f"known: {', '.join(OPTIONS)}"
+        )
+    tag = Tag(job_id=job_id, submission=submission, gated=gated)
+    argv = ["sbatch", "--parsable", f"--job-name={job_name(job_id)}", f"--comment={tag.comment()}"]
+    requeue = spec.options.get("requeue", "no").lower()
+    if requeue not in ("yes", "no"):
+        raise BadInput(f"job {job_id!r}: option requeue={requeue!r}: expected yes or no")
+    argv.append("--requeue" if requeue == "yes" else "--no-requeue")
+    if gated:
+        argv.append("--hold")
+    r = spec.resources
+    argv += [f"--nodes={r.nodes}", f"--ntasks-per-node={r.tasks_per_node}"]
+    if r.cpus_per_task is not None:
+        argv.append(f"--cpus-per-task={r.cpus_per_task}")
+    if r.gpus_per_node:
+        argv.append(f"--gpus-per-node={r.gpus_per_node}")
+    if r.memory_mb is not None:
+        argv.append(f"--mem={r.memory_mb}M")
+    if r.time_limit is not None:
+        minutes = max(1, math.ceil(r.time_limit.total_seconds() / 60))
+        argv.append(f"--time={minutes}")
+    for key in ("partition", "account", "qos", "constraint", "reservation", "output", "error"):
+        if spec.options.get(key):
+            argv.append(f"--{key}={spec.options[key]}")
+    if spec.workdir:
+        argv.append(f"--chdir={spec.workdir}")
+    extra = spec.options.get("sbatch_args", "")
+    if extra:
+        try:
+            words = shlex.split(extra)
+        except ValueError as exc:
+            raise BadInput(f"job {job_id!r}: option sbatch_args={extra!r}: {exc}") from None
+        for word in words:
+            flag = word.split("=", 1)[0]
+            if flag in _RESERVED:
+                raise BadInput(
+                    f"job {job_id!r}: option sbatch_args may not set {flag}: dispatch sets it"
+                )
+        argv += words
+    argv.append(script_path)
+    argv += list(spec.command)
+    return argv
+
+
+class SlurmBackend:
+    """One instance per process; ``runner.calls`` counts every Slurm command it ran."""
+
+    def __init__(self, runner: Runner | None = None) -> None:
+        self.runner = runner or Runner()
+
+    # -- declaration --------------------------------------------------------------------
+
+    @hookimpl
+    def dispatch_declare(self) -> Declarations:
+        return declarations()
+
+    # -- submit -------------------------------------------------------------------------
+
+    @hookimpl
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        body = spec.script if spec.script is not None else _COMMAND_WRAPPER
+        with tempfile.NamedTemporaryFile("w", prefix="dispatch-slurm-", suffix=".sh",
+                                         delete=False) as handle:
+            handle.write(body)
+            path = handle.name
+        try:
+            argv = sbatch_argv(job_id, submission, spec, gated, path)
+            result = self.runner.run(argv, env=spec.env or None)
+        finally:
+            os.unlink(path)
+        if not result.ok:
+            raise SubmitRefused(result.words())
+        first = result.stdout.strip().splitlines()[0] if result.stdout.strip() else ""
+        object_id = first.split(";", 1)[0].strip()
+        if not object_id.isdigit():
+            raise SlurmCommandFailed(f"sbatch answered {result.stdout!r}; expected a job id")
+        return object_id
+
+    # -- discovery ----------------------------------------------------------------------
+
+    @hookimpl
+    def dispatch_discover(self, job_ids: Sequence[str]) -> Discovery:
+        at = datetime.now(UTC)
+        wanted = list(dict.fromkeys(job_ids))
+        if not wanted:
+            return Discovery(backend=NAME, at=at)
+        names = ",".join(job_name(j) for j in wanted)
+        squeue = self._checked(self.runner.run(
+            ["squeue", "-h", "--states=all", f"--name={names}",
+             "--Format=" + ",".join(f"{f}:|" for f in SQUEUE_FIELDS)]
+        ))
+        since = os.environ.get("DISPATCH_SLURM_SACCT_SINCE", "now-30days")
+        sacct = self._checked(self.runner.run(
+            ["sacct", "-P", "-n", "-X", "-D", f"--name={names}", "-S", since, "-E", "now",
+             "-o", ",".join(SACCT_FIELDS)]
+        ))
+        nodes = None
+        if running_any(squeue.stdout):
+            sinfo = self._checked(self.runner.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"]))
+            nodes = parse_sinfo_nodes(sinfo.stdout)
+        objects = build_objects(squeue.stdout, sacct.stdout, nodes, set(wanted), at)
+        return Discovery(backend=NAME, at=at, objects=tuple(objects))
+
+    # -- gate and stop ------------------------------------------------------------------
+
+    @hookimpl
+    def dispatch_open_gate(self, object_id: str) -> None:
+        _check_object_id(object_id)
+        shown = self.runner.run(["squeue", "-h", "--states=all", "-j", object_id,
+                                 "--Format=Comment:|"])
+        release = self.runner.run(["scontrol", "release", object_id])
+        if not release.ok and not _gone(release):
+            raise SlurmCommandFailed(f"scontrol release {object_id}: {release.words()}")
+        tag = parse_comment(shown.stdout.strip().rstrip("|")) if shown.ok else None
+        if tag is not None and tag.gated:
+            opened = Tag(job_id=tag.job_id, submission=tag.submission, gated=False)
+            update = self.runner.run(
+                ["scontrol", "update", f"JobId={object_id}", f"Comment={opened.comment()}"]
+            )
+            if not update.ok and not _gone(update):
+                raise SlurmCommandFailed(f"scontrol update {object_id}: {update.words()}")
+
+    @hookimpl
+    def dispatch_stop(self, object_id: str, cause: Cause) -> None:
+        _check_object_id(object_id)
+        result = self.runner.run(["scancel", object_id])
+        if not result.ok and not _gone(result):
+            raise SlurmCommandFailed(f"scancel {object_id}: {result.words()}")
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _checked(self, result: Result) -> Result:
+        if not result.ok:
+            raise SlurmCommandFailed(
+                f"{' '.join(result.argv[:2])}... exited {result.returncode}: {result.words()}"
+            )
+        return result
+
+
+def _check_object_id(object_id: str) -> None:
+    if not object_id.isdigit():
+        raise BadInput(f"{object_id!r} is not a Slurm job id")
+
+
+def _gone(result: Result) -> bool:
+    """Answers that mean the job already ended or was forgotten: not an error (S-30)."""
+    words = result.words()
+    return any(w in words for w in ("already finished", "already completing or completed",
+                                    "Invalid job id specified", "Job is no longer pending",
+                                    "Job has already finished"))

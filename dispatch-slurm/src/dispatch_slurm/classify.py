@@ -1,0 +1,261 @@
+"""THE mapping: Slurm state / reason / exit code -> dispatch phase, cause kind, provenance.
+
+Everything that decides what a Slurm answer means lives in :data:`TABLE`, read top to
+bottom, first match wins (the shape of h11's ``_state.py``). ``docs/mapping.md`` is
+rendered from it (``python -m dispatch_slurm.classify``) and a test checks that the two
+agree; another test proves each row on an answer a real Slurm 22.05 printed.
+
+What a row matches:
+
+- ``states``: Slurm state words (``squeue %T`` / ``sacct State`` without ``by N``);
+- ``reasons``: reason words; a trailing ``*`` matches a prefix; no reasons means any
+  reason; the reason ``""`` is what a sacct answer carries (its Reason is stale for ended
+  jobs, so it is never read);
+- ``when``: one named condition on the rest of the answer (:data:`CONDITIONS`).
+
+Sources differ, and the conditions know it: ``squeue``'s exit code is the raw wait status
+(137 stays 137) and its reason is current; ``sacct`` prints ``exit - 128`` for exits above
+128 (137 -> ``9:0``), keeps a stale reason for ended jobs, and is the only one to carry
+``DerivedExitCode`` settled and ``CANCELLED by <uid>``. squeue wins whenever it still
+lists the job; sacct answers for jobs slurmctld has forgotten.
+"""
+
+from __future__ import annotations
+
+import pwd
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from dispatch import Cause, CauseKind, Phase, Provenance
+
+from dispatch_slurm.parse import ExitStatus
+
+#: the signal Slurm 22.05 reports for a step the cgroup OOM killer ended (``0:125``)
+OOM_SIGNAL = 125
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What Slurm said about one object now (or about one past execution of it)."""
+
+    source: str  # "squeue" or "sacct"
+    state: str
+    reason: str = ""
+    exit: ExitStatus = ExitStatus(0, 0)
+    derived: ExitStatus = ExitStatus(0, 0)
+    restarts: int = 0
+    gated: bool = False
+    cancelled_by: int | None = None
+    lost_nodes: str = ""
+    raw_state: str = ""
+
+    def words(self) -> str:
+        """The answer verbatim, for ``Cause.detail``: Slurm's own words, labelled."""
+        parts = [f"{self.source}: State={self.raw_state or self.state}"]
+        if self.reason:
+            parts.append(f"Reason={self.reason}")
+        parts.append(f"ExitCode={self.exit}")
+        if self.derived != ExitStatus(0, 0):
+            parts.append(f"DerivedExitCode={self.derived}")
+        if self.restarts:
+            parts.append(f"Restarts={self.restarts}")
+        if self.lost_nodes:
+            parts.append(self.lost_nodes)
+        return " ".join(parts)
+
+
+def _real_signal(a: Answer) -> bool:
+    return a.exit.code == 0 and 1 <= a.exit.signal <= 31
+
+
+CONDITIONS: Mapping[str, tuple[str, Callable[[Answer], bool]]] = {
+    "any": ("always", lambda a: True),
+    "gate-held": ("dispatch's own gate still holds it (tag gate=held)", lambda a: a.gated),
+    "restarted": ("Slurm requeued it at least once (Restarts > 0)", lambda a: a.restarts > 0),
+    "node-not-responding": (
+        "one of its nodes is NOT_RESPONDING or DOWN in sinfo",
+        lambda a: bool(a.lost_nodes),
+    ),
+    "step-oom": (
+        f"DerivedExitCode signal is {OOM_SIGNAL}: a step was OOM-killed",
+        lambda a: a.derived.signal == OOM_SIGNAL,
+    ),
+    "exit-code": ("the exit code is non-zero", lambda a: a.exit.code != 0),
+    "signal": ("exit is 0:N with N a standard signal (1-31)", _real_signal),
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    states: tuple[str, ...]
+    reasons: tuple[str, ...]
+    when: str
+    phase: Phase
+    kind: CauseKind | None
+    provenance: Provenance | None
+    why: str
+    proof: tuple[str, ...] = field(default=())
+
+    def matches(self, a: Answer) -> bool:
+        if a.state not in self.states:
+            return False
+        if self.reasons and not any(_reason_matches(p, a.reason) for p in self.reasons):
+            return False
+        return CONDITIONS[self.when][1](a)
+
+
+def _reason_matches(pattern: str, reason: str) -> bool:
+    norm = reason.replace("_", " ")
+    pat = pattern.replace("_", " ")
+    if pat.endswith("*"):
+        return norm.startswith(pat[:-1])
+    return norm == pat
+
+
+P, H, R, E, G = Phase.PENDING, Phase.HELD, Phase.RUNNING, Phase.ENDED, Phase.GATED
+K = CauseKind
+SCH, APP, ACT = Provenance.SCHEDULER, Provenance.APPLICATION, Provenance.ACTOR
+_ALIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING",
+          "SIGNALING", "STAGE_OUT")
+#: reasons that say the request cannot run as the cluster is configured now
+NEVER_FITS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown",
+              "PartitionInactive", "ReqNodeNotAvail*", "BadConstraints", "NodeDown",
+              "Nodes required for job are DOWN*", "InvalidQOS", "InvalidAccount")
+#: reasons of an ordinary wait in the queue: no cause, dispatch keeps waiting
+ORDINARY_WAITS = ("None", "Priority", "Resources", "Dependency", "BeginTime", "JobArrayTaskLimit",
+                  "Licenses", "Reservation", "Prolog", "Cleaning", "Scheduling",
+                  "PowerUp*", "Nodes are being configured", "QOS*", "Assoc*", "MaxJobs*",
+                  "MaxCpu*", "MaxNode*", "MaxMem*", "FrontEndDown", "ReqNodeList*",
+                  "resv*", "Reservation*", "OutOfMemory")
+
+#: THE table. Read top to bottom; the first row that matches decides.
+TABLE: tuple[Row, ...] = (
+    # -- waiting ------------------------------------------------------------------------
+    Row(("PENDING",), ("JobHeldUser",), "gate-held", G, None, None,
+        "dispatch's own gate (sbatch --hold), not yet opened", ("held-user",)),
+    Row(("PENDING",), ("JobHeldUser", "JobHeldAdmin"), "any", H, K.HELD, SCH,
+        "a hold dispatch did not place (scontrol hold, or a user's)", ("held-admin",)),
+    Row(("PENDING",), ("job requeued in held state", "launch failed requeued held"), "any",
+        H, K.HELD, SCH, "requeued and held by Slurm (scontrol requeuehold, a prolog failure)",
+        ("scontrol-requeuehold", "prolog-failure")),
+    Row(("PENDING",), NEVER_FITS, "any", P, K.NO_CAPACITY, SCH,
+        "cannot start as the cluster is configured now (too many CPUs/nodes, nodes down)",
+        ("pending-too-many-cpus", "pending-too-many-nodes", "drain-pending-job")),
+    Row(("PENDING",), ("DependencyNeverSatisfied",), "any", P, K.UNKNOWN, SCH,
+        "a dependency that can never be satisfied: no cause kind says so; unknown",
+        ("dependency-never-satisfied",)),
+    Row(("PENDING",), ORDINARY_WAITS, "restarted", P, K.REQUEUED, SCH,
+        "waiting to run again after Slurm requeued it (preemption, node failure, requeue)",
+        ("preempt-requeue-victim-pending", "node-down-requeue-job", "scontrol-requeue-pending")),
+    Row(("PENDING",), ORDINARY_WAITS, "any", P, None, None,
+        "an ordinary wait in the queue", ("success",)),
+    Row(("PENDING",), (), "any", P, K.UNKNOWN, SCH, "a pending reason this table does not know"),
+    Row(("REQUEUED", "REQUEUE_FED"), (), "any", P, K.REQUEUED, SCH,
+        "being requeued (also how sacct -D shows an execution ended by a requeue)",
+        ("scontrol-requeue-final",)),
+    Row(("REQUEUE_HOLD", "SPECIAL_EXIT"), (), "any", H, K.HELD, SCH,
+        "requeued in a held state"),
+    # -- alive --------------------------------------------------------------------------
+    Row(_ALIVE, (), "node-not-responding", R, K.NODE_LOST, SCH,
+        "running on a node that stopped answering (the node-loss fence counts from here)",
+        ("slurmd-killed-node-not-responding",)),
+    Row(_ALIVE, (), "any", R, None, None, "running (or finishing: COMPLETING)",
+        ("drain-running-job-while-draining",)),
+    # -- ended --------------------------------------------------------------------------
+    Row(("COMPLETED",), (), "any", E, K.NONE, APP,
+        "the batch script exited 0 (a failed step it tolerated does not change that)",
+        ("success", "srun-step-SIGKILL-batch-exit0", "held-then-released")),
+    Row(("FAILED",), ("NonZeroExitCode", "None", ""), "step-oom", E, K.OUT_OF_MEMORY, SCH,
+        "an srun step was OOM-killed (DerivedExitCode 0:125); the script then failed",
+        ("oom-in-srun-step",)),
+    Row(("FAILED",), ("JobLaunchFailure", "None", ""), "signal", E, K.NON_ZERO_EXIT, APP,
+        "the batch script was killed by a signal (reported 0:N; exit code 128+N)",
+        ("batch-killed-by-SIGKILL", "batch-killed-by-SIGTERM")),
+    Row(("FAILED",), ("JobLaunchFailure", "BadConstraints"), "any", E, K.LAUNCH_FAILED, SCH,
+        "Slurm could not start the batch script (bad output path, refused request)",
+        ("launch-fail-bad-stdout-path",)),
+    Row(("FAILED",), (), "exit-code", E, K.NON_ZERO_EXIT, APP,
+        "the batch script exited non-zero (squeue: exact; sacct: exit-128 above 128)",
+        ("exit1", "exit137", "command-not-found-127", "srun-step-SIGKILL-rc-propagated")),
+    Row(("OUT_OF_MEMORY",), (), "any", E, K.OUT_OF_MEMORY, SCH,
+        "the batch step was OOM-killed (cgroup memory enforcement)", ("oom-batch-step",)),
+    Row(("TIMEOUT",), (), "any", E, K.TIME_LIMIT, SCH, "killed at its time limit", ("timeout",)),
+    Row(("DEADLINE",), (), "any", E, K.TIME_LIMIT, SCH,
+        "its --deadline passed before it could finish", ("deadline",)),
+    Row(("PREEMPTED",), (), "any", E, K.PREEMPTED, SCH,
+        "preempted and not requeued (PreemptMode=CANCEL, or --no-requeue)",
+        ("preempt-cancel",)),
+    Row(("NODE_FAIL",), (), "any", E, K.NODE_LOST, SCH,
+        "a node of the job failed and the job was not requeued",
+        ("node-down-norequeue-job", "slurmd-killed-node-not-responding")),
+    Row(("BOOT_FAIL",), (), "any", E, K.LAUNCH_FAILED, SCH,
+        "its nodes failed to boot", ("boot-fail",)),
+    Row(("CANCELLED",), (), "any", E, K.CANCELLED, ACT,
+        "scancel (actor: the user of sacct's 'CANCELLED by <uid>' when Slurm still says it)",
+        ("scancel-running", "scancel-pending", "srun-immediate-failed")),
+    Row(("FAILED",), (), "any", E, K.UNKNOWN, SCH,
+        "FAILED with neither an exit code nor a reason this table knows"),
+    Row(("REVOKED",), (), "any", E, K.UNKNOWN, SCH,
+        "federation moved the job to another cluster; dispatch cannot follow it"),
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    phase: Phase
+    cause: Cause | None
+    row: int | None
+
+
+def user_of(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def classify(a: Answer, at: datetime | None = None) -> Verdict:
+    """Map one answer through :data:`TABLE`; an answer no row matches is ``unknown`` (S-4),
+    treated as alive so that dispatch never starts a second execution beside it."""
+    for index, row in enumerate(TABLE):
+        if not row.matches(a):
+            continue
+        if row.kind is None:
+            return Verdict(row.phase, None, index)
+        exit_code: int | None = None
+        if row.kind is K.NON_ZERO_EXIT:
+            exit_code = a.exit.code if a.exit.code else 128 + a.exit.signal
+        actor = None
+        if row.kind is K.CANCELLED and a.cancelled_by is not None:
+            actor = user_of(a.cancelled_by)
+        cause = Cause(kind=row.kind, provenance=row.provenance or SCH, actor=actor,
+                      detail=a.words(), exit_code=exit_code, at=at)
+        return Verdict(row.phase, cause, index)
+    return Verdict(R, Cause(kind=K.UNKNOWN, provenance=SCH, detail=a.words(), at=at), None)
+
+
+def render_markdown() -> str:
+    """The table as Markdown, for docs/mapping.md."""
+    lines = [
+        "| # | Slurm state | reason | when | phase | cause kind | provenance | why | proven on (captures) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i, row in enumerate(TABLE):
+        reasons = ", ".join(f"`{r}`" for r in row.reasons) or "any"
+        kind = row.kind.value if row.kind else "(none)"
+        prov = row.provenance.value if row.provenance else ""
+        proof = ", ".join(row.proof) or "(no capture)"
+        lines.append(
+            f"| {i} | {', '.join(row.states)} | {reasons} | {CONDITIONS[row.when][0]} | "
+            f"{row.phase.value} | {kind} | {prov} | {row.why} | {proof} |"
+        )
+    lines.append(
+        "| - | anything else | any | always | running | unknown | scheduler | "
+        "no row matched: unknown, kept alive so no second execution starts beside it (S-4) | |"
+    )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")

@@ -1,0 +1,219 @@
+"""From one squeue, one sacct (and, when something runs, one sinfo) to ObjectViews (S-19).
+
+Who is believed for what:
+
+- the current state of an object comes from ``squeue`` whenever slurmctld still lists
+  it: sacct lags by 1-10 s, keeps a stale Reason, prints ``exit - 128`` above 128, and
+  answers stale when slurmctld is down (discovery never gets that far: squeue failing
+  first raises Unreachable);
+- the executions come from ``sacct -X -D``: one row per incarnation of the job id, so a
+  preempted-and-requeued job shows ``PREEMPTED`` then ``PENDING``/``RUNNING``. When
+  squeue's ``RestartCnt`` is ahead of sacct's rows (sacct has not caught up), the missing
+  executions are reported ended with cause ``requeued`` and a detail saying sacct has not
+  recorded why yet; the next discovery replaces them with sacct's words;
+- ``CANCELLED by <uid>`` is only in sacct (and only for a while); it names the actor;
+- ``DerivedExitCode`` (a step OOM-killed inside a script that then failed) is taken from
+  whichever source shows a signal there.
+
+An object slurmctld has forgotten (older than ``MinJobAge``) is reported from sacct alone
+when sacct carries its comment (``AccountingStoreFlags=job_comment``); without it the
+submission number is unknowable and the object is left out (see the README).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+
+from dispatch import Cause, CauseKind, Execution, ObjectView, Phase, Provenance
+
+from dispatch_slurm.classify import Answer, classify
+from dispatch_slurm.parse import (
+    NodeRow,
+    ParseError,
+    SacctRow,
+    SqueueRow,
+    expand_hostlist,
+    parse_sacct,
+    parse_squeue,
+)
+from dispatch_slurm.tags import Tag, job_id_from_name, parse_comment
+
+ALIVE_STATES = frozenset(
+    {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING", "SIGNALING",
+     "STAGE_OUT"}
+)
+_LAUNCH_HELD = "launch failed requeued held"
+
+
+def _tag_for(name: str, comment: str, wanted: Collection[str]) -> Tag | None:
+    job_id = job_id_from_name(name)
+    tag = parse_comment(comment)
+    if job_id is None or job_id not in wanted:
+        return None
+    if tag is not None and tag.job_id != job_id:
+        return None
+    return tag
+
+
+def _lost_nodes(row: SqueueRow, nodes: dict[str, NodeRow] | None) -> str:
+    if not nodes or row.state not in ALIVE_STATES or not row.nodes:
+        return ""
+    lost = [nodes[h] for h in expand_hostlist(row.nodes) if h in nodes]
+    lost = [n for n in lost if n.not_responding or n.down]
+    return " ".join(f"sinfo: Node={n.name} State={n.state} Reason={n.reason}" for n in lost)
+
+
+def _unparsable(line: str, command: str, error: ParseError, wanted: Collection[str],
+                at: datetime) -> ObjectView | None:
+    """A line about one of our objects that does not parse: unknown, verbatim (S-36)."""
+    fields = line.split("|")
+    if len(fields) < 2:
+        return None
+    job_id = job_id_from_name(fields[1])
+    tag = next((parse_comment(f) for f in fields if parse_comment(f)), None)
+    if job_id is None or job_id not in wanted or tag is None:
+        return None
+    cause = Cause(kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER,
+                  detail=f"{command}: {line} ({error})", at=at)
+    return ObjectView(object_id=fields[0].strip(), job_id=job_id, submission=tag.submission,
+                      phase=Phase.RUNNING, scheduler_state="unparsable", cause=cause)
+
+
+def _history_answer(row: SacctRow) -> Answer:
+    return Answer(source="sacct", state=row.state, exit=row.exit, derived=row.derived,
+                  cancelled_by=row.cancelled_by, raw_state=row.raw_state)
+
+
+def build_objects(
+    squeue_text: str,
+    sacct_text: str,
+    nodes: dict[str, NodeRow] | None,
+    wanted: Collection[str],
+    at: datetime,
+) -> list[ObjectView]:
+    objects: list[ObjectView] = []
+    current: dict[str, SqueueRow] = {}
+    tags: dict[str, Tag] = {}
+    for line in squeue_text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            (row,) = parse_squeue(line)
+        except ParseError as exc:
+            bad = _unparsable(line, "squeue", exc, wanted, at)
+            if bad is None:
+                raise
+            objects.append(bad)
+            continue
+        tag = _tag_for(row.name, row.comment, wanted)
+        if tag is not None:
+            current[row.job_id] = row
+            tags[row.job_id] = tag
+
+    history: dict[str, list[SacctRow]] = {}
+    for line in sacct_text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            (srow,) = parse_sacct(line)
+        except ParseError as exc:
+            bad = _unparsable(line, "sacct", exc, wanted, at)
+            if bad is not None and bad.object_id not in current:
+                objects.append(bad)
+                continue
+            if bad is None:
+                raise
+            continue
+        job_id = job_id_from_name(srow.name)
+        if job_id is None or job_id not in wanted:
+            continue
+        history.setdefault(srow.job_id, []).append(srow)
+        if srow.job_id not in tags:
+            tag = _tag_for(srow.name, srow.comment, wanted)
+            if tag is not None:
+                tags[srow.job_id] = tag
+
+    for object_id in sorted(set(current) | set(history), key=_numeric):
+        tag = tags.get(object_id)
+        if tag is None:
+            continue  # forgotten by slurmctld and sacct has no comment: see module docstring
+        objects.append(
+            _object(object_id, tag, current.get(object_id), history.get(object_id, []),
+                    nodes)
+        )
+    return objects
+
+
+def _numeric(object_id: str) -> tuple[int, str]:
+    head = object_id.split("_")[0].split("+")[0]
+    return (int(head) if head.isdigit() else 0, object_id)
+
+
+def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow],
+            nodes: dict[str, NodeRow] | None) -> ObjectView:
+    last = rows[-1] if rows else None
+    earlier = rows[:-1]
+    if sq is not None:
+        derived = sq.derived
+        if derived.signal == 0 and last is not None and last.derived.signal:
+            derived = last.derived
+        answer = Answer(
+            source="squeue", state=sq.state, reason=sq.reason, exit=sq.exit, derived=derived,
+            restarts=sq.restarts, gated=tag.gated,
+            cancelled_by=last.cancelled_by if last is not None and last.state == "CANCELLED" else None,
+            lost_nodes=_lost_nodes(sq, nodes),
+        )
+        ended_at, started_at, ran_on = sq.ended, sq.started, sq.nodes
+        submitted = sq.submitted
+        restarts = sq.restarts
+    else:
+        assert last is not None
+        answer = _history_answer(last)
+        ended_at, started_at, ran_on = last.ended, last.started, last.nodes
+        submitted = last.submitted
+        restarts = len(earlier)
+    verdict = classify(answer, at=ended_at if answer.state not in ALIVE_STATES else None)
+
+    executions: list[Execution] = []
+    for index, row in enumerate(earlier):
+        cause = classify(_history_answer(row), at=row.ended).cause
+        if (index == len(earlier) - 1 and sq is not None and verdict.phase is Phase.HELD
+                and sq.reason.replace("_", " ") == _LAUNCH_HELD):
+            cause = Cause(kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER,
+                          detail=f"{_history_answer(row).words()}; squeue: Reason={sq.reason}",
+                          at=row.ended)
+        executions.append(Execution(index=index, started_at=row.started, ended_at=row.ended,
+                                    nodes=tuple(expand_hostlist(row.nodes)), cause=cause))
+    for index in range(len(executions), restarts):
+        executions.append(Execution(index=index, cause=Cause(
+            kind=CauseKind.REQUEUED, provenance=Provenance.SCHEDULER,
+            detail=(f"squeue: Restarts={restarts}; sacct has not recorded why execution "
+                    f"{index} ended yet"))))
+
+    ran = bool(ran_on) and verdict.phase in (Phase.RUNNING, Phase.ENDED)
+    if ran:
+        ended = verdict.phase is Phase.ENDED
+        executions.append(Execution(
+            index=len(executions), started_at=started_at, ended_at=ended_at if ended else None,
+            nodes=tuple(expand_hostlist(ran_on)), cause=verdict.cause if ended else None))
+
+    return ObjectView(
+        object_id=object_id,
+        job_id=tag.job_id,
+        submission=tag.submission,
+        phase=verdict.phase,
+        scheduler_state=sq.state if sq is not None else (last.raw_state if last else ""),
+        cause=verdict.cause,
+        executions=tuple(executions),
+        created_at=submitted,
+    )
+
+
+def running_any(squeue_text: str) -> bool:
+    """Whether any listed job is alive on nodes (then sinfo is asked about node health)."""
+    for line in squeue_text.splitlines():
+        fields = line.split("|")
+        if len(fields) > 2 and fields[2].strip() in ALIVE_STATES:
+            return True
+    return False

@@ -1,0 +1,271 @@
+"""Parsing what ``squeue``, ``sacct`` and ``sinfo`` print, in the exact formats we ask for.
+
+Text output with explicit fields and a ``|`` delimiter, never ``--json``: in 22.05
+``squeue --json`` ignores every filter (it returns all jobs) and ``sacct --json`` reports
+ordinary non-zero exits as success. The free-text field of each format is last, so a
+``|`` inside it cannot shift the others.
+
+A line that does not parse raises :class:`ParseError` naming the command, the line and
+what is wrong (S-36); the backend turns it into an ``unknown`` cause when it is about one
+object, and an error otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from dispatch import BadInput
+
+#: ``squeue -O``: the fields, in order; Reason (free text) last.
+SQUEUE_FIELDS = (
+    "JobID",
+    "Name",
+    "State",
+    "exit_code",
+    "DerivedEC",
+    "RestartCnt",
+    "SubmitTime",
+    "StartTime",
+    "EndTime",
+    "NodeList",
+    "Partition",
+    "Comment",
+    "Reason",
+)
+#: ``sacct -o``: the fields, in order; Comment last.
+SACCT_FIELDS = (
+    "JobIDRaw",
+    "JobName",
+    "State",
+    "ExitCode",
+    "DerivedExitCode",
+    "Submit",
+    "Start",
+    "End",
+    "NodeList",
+    "Partition",
+    "Comment",
+)
+_NO_TIME = {"", "Unknown", "N/A", "None", "(null)"}
+
+
+class ParseError(BadInput):
+    """A line a Slurm command printed that does not have the shape we asked for."""
+
+    def __init__(self, command: str, line: str, problem: str) -> None:
+        self.command = command
+        self.line = line
+        super().__init__(f"cannot parse {command} output line {line!r}: {problem}")
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    """Slurm's ``code:signal`` pair."""
+
+    code: int
+    signal: int
+
+    def __str__(self) -> str:
+        return f"{self.code}:{self.signal}"
+
+
+@dataclass(frozen=True)
+class SqueueRow:
+    """One job as slurmctld shows it now (fresh; authoritative for the current state)."""
+
+    job_id: str
+    name: str
+    state: str
+    exit: ExitStatus
+    derived: ExitStatus
+    restarts: int
+    submitted: datetime | None
+    started: datetime | None
+    ended: datetime | None
+    nodes: str
+    partition: str
+    comment: str
+    reason: str
+    line: str
+
+
+@dataclass(frozen=True)
+class SacctRow:
+    """One execution-or-incarnation of a job as slurmdbd recorded it (``-X -D``).
+
+    ``state`` is the state word without ``by N``; ``cancelled_by`` is that N (a uid).
+    """
+
+    job_id: str
+    name: str
+    state: str
+    cancelled_by: int | None
+    exit: ExitStatus
+    derived: ExitStatus
+    submitted: datetime | None
+    started: datetime | None
+    ended: datetime | None
+    nodes: str
+    partition: str
+    comment: str
+    raw_state: str
+    line: str
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    name: str
+    state: str
+    reason: str
+
+    @property
+    def not_responding(self) -> bool:
+        """Slurm marks a node whose slurmd stopped answering with a ``*`` suffix."""
+        return self.state.endswith("*")
+
+    @property
+    def down(self) -> bool:
+        return self.state.rstrip("*~#!%$@^-+").lower() in {"down", "fail", "failing"}
+
+
+def parse_time(text: str, *, command: str = "slurm", line: str = "") -> datetime | None:
+    """A Slurm timestamp (local time, no zone) as an aware datetime, or None for Unknown."""
+    text = text.strip()
+    if text in _NO_TIME:
+        return None
+    try:
+        naive = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ParseError(command, line or text, f"bad time {text!r}") from exc
+    if naive.tzinfo is not None:
+        return naive.astimezone(UTC)
+    return naive.astimezone().astimezone(UTC)
+
+
+def parse_exit_pair(text: str, *, command: str = "sacct", line: str = "") -> ExitStatus:
+    """``"1:0"`` as printed by sacct/scontrol; empty (a step without one) is ``0:0``."""
+    text = text.strip()
+    if not text:
+        return ExitStatus(0, 0)
+    match = re.fullmatch(r"(\d+):(\d+)", text)
+    if not match:
+        raise ParseError(command, line or text, f"bad exit code {text!r}")
+    return ExitStatus(int(match.group(1)), int(match.group(2)))
+
+
+def parse_wait_status(text: str, *, command: str = "squeue", line: str = "") -> ExitStatus:
+    """``squeue -O exit_code`` prints the raw wait status (137 << 8 = 35072): decode it."""
+    text = text.strip()
+    if text in {"", "N/A"}:
+        return ExitStatus(0, 0)
+    if not text.isdigit():
+        raise ParseError(command, line or text, f"bad exit status {text!r}")
+    status = int(text)
+    return ExitStatus((status >> 8) & 0xFF, status & 0x7F)
+
+
+def _split(command: str, line: str, count: int) -> list[str]:
+    parts = line.split("|", count - 1)
+    if len(parts) != count:
+        raise ParseError(command, line, f"expected {count} '|'-separated fields, got {len(parts)}")
+    return parts
+
+
+def _int(command: str, line: str, text: str, what: str) -> int:
+    try:
+        return int(text.strip() or 0)
+    except ValueError as exc:
+        raise ParseError(command, line, f"bad {what} {text!r}") from exc
+
+
+def parse_squeue(text: str) -> list[SqueueRow]:
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        f = _split("squeue", line, len(SQUEUE_FIELDS))
+        rows.append(
+            SqueueRow(
+                job_id=f[0].strip(),
+                name=f[1],
+                state=f[2].strip(),
+                exit=parse_wait_status(f[3], line=line),
+                derived=parse_wait_status(f[4], line=line),
+                restarts=_int("squeue", line, f[5], "restart count"),
+                submitted=parse_time(f[6], command="squeue", line=line),
+                started=parse_time(f[7], command="squeue", line=line),
+                ended=parse_time(f[8], command="squeue", line=line),
+                nodes=f[9].strip(),
+                partition=f[10].strip(),
+                comment=f[11] if f[11] != "(null)" else "",
+                reason=f[12].rstrip("|").strip(),
+                line=line,
+            )
+        )
+    return rows
+
+
+_STATE_BY = re.compile(r"^([A-Z_]+)(?: by (\d+))?$")
+
+
+def parse_sacct(text: str) -> list[SacctRow]:
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        f = _split("sacct", line, len(SACCT_FIELDS))
+        match = _STATE_BY.match(f[2].strip())
+        if not match:
+            raise ParseError("sacct", line, f"bad state {f[2]!r}")
+        rows.append(
+            SacctRow(
+                job_id=f[0].strip(),
+                name=f[1],
+                state=match.group(1),
+                cancelled_by=int(match.group(2)) if match.group(2) else None,
+                exit=parse_exit_pair(f[3], line=line),
+                derived=parse_exit_pair(f[4], line=line),
+                submitted=parse_time(f[5], command="sacct", line=line),
+                started=parse_time(f[6], command="sacct", line=line),
+                ended=parse_time(f[7], command="sacct", line=line),
+                nodes=f[8].strip() if f[8].strip() != "None assigned" else "",
+                partition=f[9].strip(),
+                comment=f[10],
+                raw_state=f[2].strip(),
+                line=line,
+            )
+        )
+    return rows
+
+
+def parse_sinfo_nodes(text: str) -> dict[str, NodeRow]:
+    """``sinfo -h -N -o %N|%T|%E``: one line per node and partition; keep one per node."""
+    nodes: dict[str, NodeRow] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        f = _split("sinfo", line, 3)
+        nodes[f[0].strip()] = NodeRow(f[0].strip(), f[1].strip(), f[2].strip())
+    return nodes
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Slurm's compressed host list (``gpu[01-03,7],login``) as host names."""
+    hosts: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", expr):
+        match = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", part)
+        if not match:
+            if part:
+                hosts.append(part)
+            continue
+        prefix, ranges, suffix = match.groups()
+        for rng in ranges.split(","):
+            if "-" in rng:
+                lo, hi = rng.split("-", 1)
+                width = len(lo)
+                hosts.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(int(lo), int(hi) + 1))
+            else:
+                hosts.append(f"{prefix}{rng}{suffix}")
+    return hosts

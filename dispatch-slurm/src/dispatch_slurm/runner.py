@@ -1,0 +1,115 @@
+"""The one place Slurm commands are run: argv lists, a timeout on every call, a call count.
+
+Turning "Slurm could not be asked" into :class:`dispatch.Unreachable` happens here and
+only here, so no parser ever sees the output of a controller that was down (S-5).
+What counts as unreachable was measured on Slurm 22.05 (see the package README):
+
+- slurmctld down: ``squeue``/``sinfo``/``sbatch``/``scontrol`` exit 1 after ~9 s with
+  ``Unable to contact slurm controller (connect failure)``; ``scancel`` exits 8 with it;
+- slurmdbd down: ``sacct`` exits 1 at once with ``Connection refused`` /
+  ``Problem talking to the database``;
+- a command that outlives its timeout, or is not installed on this host.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from dispatch import Unreachable
+
+#: stderr fragments that mean the controller or the accounting daemon did not answer
+UNREACHABLE_MARKERS = (
+    "Unable to contact slurm controller",
+    "Socket timed out on send/recv operation",
+    "Problem talking to the database",
+    "slurm_persist_conn_open",
+    "Connection refused",
+    "Zero Bytes were transmitted or received",
+    "Communication connection failure",
+    "Slurm backup controller in standby mode",
+)
+
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def words(self) -> str:
+        """What the command said, verbatim and stripped: stderr, else stdout."""
+        return (self.stderr.strip() or self.stdout.strip())
+
+
+def unreachable_words(text: str) -> bool:
+    return any(marker in text for marker in UNREACHABLE_MARKERS)
+
+
+class Runner:
+    """Runs Slurm commands; ``calls`` counts every command started (S-32 evidence)."""
+
+    def __init__(self, timeout: float | None = None, path_prefix: str = "") -> None:
+        self.timeout = timeout if timeout is not None else float(
+            os.environ.get("DISPATCH_SLURM_TIMEOUT", DEFAULT_TIMEOUT)
+        )
+        self.path_prefix = path_prefix
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.calls_by_command: dict[str, int] = {}
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        check_unreachable: bool = True,
+    ) -> Result:
+        """Run one command. Never raises for a non-zero exit: callers read the result.
+
+        :raises Unreachable: timeout, command missing, or (when ``check_unreachable``)
+            a non-zero exit whose stderr says the controller or slurmdbd did not answer.
+        """
+        if isinstance(argv, str):
+            raise TypeError("Runner.run takes an argument list, never a shell string")
+        command = list(argv)
+        if self.path_prefix:
+            command[0] = os.path.join(self.path_prefix, command[0])
+        with self._lock:
+            self.calls += 1
+            self.calls_by_command[argv[0]] = self.calls_by_command.get(argv[0], 0) + 1
+        full_env = None
+        if env:
+            full_env = dict(os.environ)
+            full_env.update(env)
+        try:
+            done = subprocess.run(
+                command,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                env=full_env,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise Unreachable(
+                f"slurm: {argv[0]} did not answer within {self.timeout:g} s"
+            ) from exc
+        except FileNotFoundError as exc:
+            raise Unreachable(f"slurm: {argv[0]} is not installed on this host ({exc})") from exc
+        result = Result(tuple(argv), done.returncode, done.stdout, done.stderr)
+        if check_unreachable and not result.ok and unreachable_words(result.stderr):
+            raise Unreachable(f"slurm: {argv[0]} exited {result.returncode}: {result.words()}")
+        return result
