@@ -158,7 +158,7 @@ class Runner:
             "DISPATCH_OBJECT_ID": self.meta.object_id,
             **spec.env,
         }
-        cwd = Path(self.meta.cwd) / spec.workdir if spec.workdir else Path(self.meta.cwd)
+        cwd = os.path.join(self.meta.cwd, spec.workdir) if spec.workdir else self.meta.cwd
         with open(self.obj.stdout, "ab") as out, open(self.obj.stderr, "ab") as err:
             proc = subprocess.Popen(
                 self._argv(),
