@@ -44,10 +44,10 @@ _WHERE: dict[str, str] = {
     "UnknownBackend": "dispatch.errors",
     "UnknownJob": "dispatch.errors",
     "Unreachable": "dispatch.errors",
-    "decide": "dispatch.decide",
-    "fold": "dispatch.fold",
+    "decide": "dispatch.decisions",
+    "fold": "dispatch.folding",
     "hookimpl": "dispatch.plugin",
-    "project": "dispatch.project",
+    "project": "dispatch.projection",
     "root_cause": "dispatch.cause",
 }
 
@@ -70,15 +70,15 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from dispatch.backends import Backend, Registry
     from dispatch.cause import Cause, root_cause
-    from dispatch.decide import decide
+    from dispatch.decisions import decide
     from dispatch.declarations import Declarations
     from dispatch.discovery import Discovery, Execution, ObjectView
     from dispatch.enums import Action, Capability, CauseKind, Enforcer, Level, Phase, Provenance, Resolution, State
     from dispatch.errors import BackendBroken, BadInput, DecodeError, DispatchError, NotAllowed, PolicyError, RecordConflict, SubmitRefused, UnknownBackend, UnknownJob, Unreachable
-    from dispatch.fold import fold
+    from dispatch.folding import fold
     from dispatch.job import Job
     from dispatch.plugin import hookimpl
     from dispatch.policy import Plan, RecoveryPolicy, Rule
-    from dispatch.project import project
+    from dispatch.projection import project
     from dispatch.spec import JobSpec, Resources
     from dispatch.status import Status

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from dispatch.backends import Registry
 from dispatch.errors import BadInput, NotAllowed
 from dispatch.events import Event, JobCreated
-from dispatch.fold import fold
+from dispatch.folding import fold
 from dispatch.job import Job
 from dispatch.policy import Plan, RecoveryPolicy
-from dispatch.project import project
+from dispatch.projection import project
 from dispatch.requests import supersede
 from dispatch.spec import JobSpec
 from dispatch.status import Status

@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from dispatch.cause import Cause
-from dispatch.decide import decide
+from dispatch.decisions import decide
 from dispatch.discovery import Discovery, ObjectView
 from dispatch.effects import Append
 from dispatch.enums import CauseKind, Level, Phase, Provenance, State
-from dispatch.fold import fold
+from dispatch.folding import fold
 from dispatch.job import Job
 from dispatch.status import Status, SubmissionStatus
 

@@ -22,13 +22,13 @@ from datetime import UTC, datetime, timedelta
 
 from dispatch.backends import Backend, Registry
 from dispatch.cause import Cause
-from dispatch.decide import decide
+from dispatch.decisions import decide
 from dispatch.discovery import Discovery
 from dispatch.effects import Append, Effect, OpenGate, Stop, Submit
 from dispatch.enums import CauseKind, Provenance
 from dispatch.errors import DecodeError, DispatchError, RecordConflict, SubmitRefused, Unreachable
 from dispatch.events import Event, SubmissionCreated, SubmissionFailed
-from dispatch.fold import fold
+from dispatch.folding import fold
 from dispatch.job import Job
 from dispatch.store.base import Batch, Lease, RecordStore
 
