@@ -1,0 +1,240 @@
+"""The kit's view of one backend under test: its harness, the loaded backend, and the checks
+every discovery must pass whichever test made it.
+
+Every discovery a kit test takes goes through :meth:`Kit.discover`, which checks what no
+adapter may ever report: objects of jobs nobody asked about, cause kinds the backend did
+not declare, an ended object without a cause, a scheduler cause without its words, a
+report that does not survive encode/decode (S-6, S-19, S-32).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from importlib.metadata import entry_points
+from typing import Any
+
+import pytest
+from dispatch import (
+    Backend,
+    Capability,
+    CauseKind,
+    Declarations,
+    Discovery,
+    ObjectView,
+    Phase,
+    Provenance,
+    Registry,
+)
+from dispatch.errors import DispatchError
+
+from dispatch_testing.harness import GROUP, Harness, NotProvokable, Scenario, required_scenarios
+
+
+class KitError(Exception):
+    """The kit could not be set up for this backend (no harness, a broken plugin)."""
+
+
+class Kit:
+    def __init__(self, harness: Harness, backend: Backend | None, problem: str = "") -> None:
+        self.harness = harness
+        self._backend = backend
+        self.problem = problem
+        self.notes: list[str] = []
+
+    @classmethod
+    def start(cls, key: type[Harness] | str, live: bool) -> Kit:
+        if isinstance(key, str):
+            harness_class = _harness_class(key)
+            name = key
+        else:
+            harness_class, name = key, key.name
+        harness = harness_class(live=live)
+        harness.name = harness.name or name
+        if not harness.name:
+            raise KitError(f"{harness_class.__qualname__}.name is empty: set the backend's name")
+        try:
+            plugin = harness.plugin()
+        except NotProvokable as exc:
+            return cls(harness, None, f"not provokable on {harness.name} ({harness.tier}): {exc}")
+        try:
+            backend = Registry.from_plugins({harness.name: plugin}).get(harness.name)
+        except DispatchError as exc:
+            return cls(harness, None, f"the backend does not load: {exc}")
+        return cls(harness, backend)
+
+    # -- setup-time ----------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.harness.name
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            if self.problem.startswith("not provokable"):
+                pytest.xfail(self.problem)
+            pytest.fail(self.problem, pytrace=False)
+        return self._backend
+
+    @property
+    def declarations(self) -> Declarations:
+        return self.backend.declarations
+
+    def scenarios_to_test(self) -> list[Scenario]:
+        """Required by the declarations, plus any other the harness claims (a claimed
+        scenario whose kind is not declared then fails the undeclared-kind check)."""
+        if self._backend is None:
+            return list(Scenario)
+        wanted = set(required_scenarios(self.declarations)) | set(self.harness.scenarios())
+        return [s for s in Scenario if s in wanted]
+
+    def capabilities_to_test(self) -> list[tuple[Capability, str]]:
+        if self._backend is None:
+            return [(c, "unloaded") for c in Capability]
+        caps = self.declarations.capabilities
+        return [(c, "declared" if c in caps else "refused") for c in Capability]
+
+    def summary(self) -> str:
+        if self._backend is None:
+            return f"dispatch kit: {self.name}: {self.problem}"
+        d = self.declarations
+        caps = ", ".join(sorted(c.value for c in d.capabilities)) or "none"
+        lines = [
+            f"dispatch kit: backend {self.name!r} ({self.harness.tier} tier); "
+            f"capabilities declared: {caps}; the others were tested to be refused",
+            *self.notes,
+        ]
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        self.harness.close()
+
+    # -- run-time helpers ----------------------------------------------------------------
+
+    def job_id(self) -> str:
+        return f"kit-{uuid.uuid4().hex[:12]}"
+
+    def now(self) -> datetime:
+        now = getattr(self.harness, "now", None)
+        return now() if callable(now) else datetime.now(UTC)
+
+    def discover(self, job_ids: Sequence[str]) -> Discovery:
+        discovery = self.backend.discover(job_ids)
+        check_discovery(discovery, self.declarations, job_ids)
+        return discovery
+
+    def objects(self, job_id: str) -> tuple[ObjectView, ...]:
+        return self.discover([job_id]).of_job(job_id)
+
+    def wait_for(
+        self,
+        job_id: str,
+        done: Callable[[tuple[ObjectView, ...]], bool],
+        what: str,
+        timeout: float | None = None,
+        wrong: Callable[[tuple[ObjectView, ...]], str | None] | None = None,
+    ) -> tuple[ObjectView, ...]:
+        """Poll discovery (waiting through the harness) until ``done`` holds; fail at once
+        when ``wrong`` names a problem, or after ``timeout`` harness-seconds."""
+        limit = self.harness.timeout if timeout is None else timeout
+        waited = 0.0
+        while True:
+            objects = self.objects(job_id)
+            if done(objects):
+                return objects
+            if wrong is not None:
+                problem = wrong(objects)
+                if problem:
+                    pytest.fail(f"{self.name}: {problem}\nobjects: {_show(objects)}", pytrace=False)
+            if waited >= limit:
+                pytest.fail(
+                    f"{self.name}: after {waited:.0f}s still not {what}\nobjects: {_show(objects)}",
+                    pytrace=False,
+                )
+            self.harness.wait(self.harness.poll_interval)
+            waited += self.harness.poll_interval
+
+    def stop_all(self, job_ids: Sequence[str]) -> None:
+        """Best-effort cleanup after a test; the kit's own stop checks are in the tests."""
+        from dispatch import Cause
+
+        try:
+            for obj in self.discover(job_ids).objects:
+                if obj.alive:
+                    self.backend.stop(
+                        obj.object_id,
+                        Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="kit"),
+                    )
+        except DispatchError:
+            pass
+
+
+def _harness_class(name: str) -> type[Harness]:
+    found = [ep for ep in entry_points(group=GROUP) if ep.name == name]
+    if not found:
+        known = ", ".join(sorted({ep.name for ep in entry_points(group=GROUP)})) or "none"
+        raise pytest.UsageError(
+            f"no conformance harness is registered for the backend {name!r} "
+            f"(entry-point group {GROUP!r}; installed harnesses: {known})"
+        )
+    if len(found) > 1:
+        dists = ", ".join(ep.dist.metadata["Name"] if ep.dist else "?" for ep in found)
+        raise pytest.UsageError(f"two harnesses are registered as {name!r}: {dists}")
+    loaded: Any = found[0].load()
+    if not (isinstance(loaded, type) and issubclass(loaded, Harness)):
+        raise pytest.UsageError(f"harness {name!r} is {loaded!r}, not a Harness subclass")
+    return loaded
+
+
+def _show(objects: Sequence[ObjectView]) -> str:
+    if not objects:
+        return "none"
+    return "; ".join(
+        f"{o.object_id} sub {o.submission} {o.phase.value} ({o.scheduler_state})"
+        + (
+            f" cause {o.cause.kind.value}/{o.cause.provenance.value} "
+            f"exit={o.cause.exit_code} detail={o.cause.detail!r}"
+            if o.cause
+            else ""
+        )
+        for o in objects
+    )
+
+
+def check_discovery(discovery: Discovery, declarations: Declarations, asked: Sequence[str]) -> None:
+    """What every discovery must satisfy, whatever the test (S-4, S-6, S-19, S-32)."""
+    assert discovery.backend == declarations.name, (
+        f"discovery says backend {discovery.backend!r}, the declarations {declarations.name!r}"
+    )
+    assert discovery.at.tzinfo is not None, "discovery.at must be timezone-aware"
+    allowed = set(declarations.reports) | {CauseKind.NONE, CauseKind.UNKNOWN}
+    wanted = set(asked)
+    for obj in discovery.objects:
+        where = f"object {obj.object_id} (job {obj.job_id}, submission {obj.submission})"
+        assert obj.job_id in wanted, f"{where} was not asked about"
+        causes = [obj.cause, *(e.cause for e in obj.executions)]
+        for cause in causes:
+            if cause is None:
+                continue
+            assert cause.kind in allowed, (
+                f"{where} reports {cause.kind.value!r}, which the backend does not declare "
+                f"in reports"
+            )
+            if cause.provenance is Provenance.SCHEDULER:
+                assert cause.detail.strip(), (
+                    f"{where}: a scheduler cause {cause.kind.value!r} needs the scheduler's "
+                    "own words in detail, verbatim"
+                )
+        if obj.phase is Phase.ENDED:
+            assert obj.cause is not None, f"{where} ended without a cause"
+        if obj.phase is Phase.RUNNING and obj.cause is not None:
+            assert obj.cause.kind in (CauseKind.NODE_LOST, CauseKind.UNKNOWN), (
+                f"{where} runs with cause {obj.cause.kind.value!r}; only node-lost (S-26) or "
+                "an unmappable answer may"
+            )
+        indexes = [e.index for e in obj.executions]
+        assert indexes == sorted(set(indexes)), f"{where}: execution indexes {indexes}"
+    decoded = Discovery.model_validate_json(discovery.to_json())
+    assert decoded == discovery, "the discovery does not survive encode/decode (S-6)"

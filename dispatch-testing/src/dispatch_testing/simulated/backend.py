@@ -1,0 +1,208 @@
+"""The ``simulated`` backend: a dispatch adapter over :class:`SimScheduler`.
+
+It is written the way a real adapter is: it tags objects so discovery finds them after a
+crash, lists many jobs in one scheduler call, maps the scheduler's words through one table,
+reports what it cannot map as ``unknown`` with the words verbatim, and translates a silent
+controller into :class:`dispatch.Unreachable`. The supervisor's tests and benchmarks run on it.
+
+Registered as ``dispatch.backends: simulated``; loaded from the entry point it gets a fresh
+in-memory scheduler of its own, so share one by constructing it yourself::
+
+    scheduler = SimScheduler()
+    registry = Registry.from_plugins({"simulated": SimulatedBackend(scheduler)})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from dispatch import (
+    Action,
+    Capability,
+    Cause,
+    CauseKind,
+    Declarations,
+    Discovery,
+    Execution,
+    JobSpec,
+    ObjectView,
+    Phase,
+    Provenance,
+    Unreachable,
+    hookimpl,
+)
+from dispatch.errors import BadInput
+
+from dispatch_testing.simulated.scheduler import ExecRow, Row, SchedulerDown, SimScheduler
+
+#: the scheduler's word -> (phase, the cause kind it means, who says so); None: no cause
+_ENDINGS: dict[str, tuple[CauseKind, Provenance]] = {
+    "COMPLETED": (CauseKind.NONE, Provenance.APPLICATION),
+    "FAILED": (CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION),
+    "TIMEOUT": (CauseKind.TIME_LIMIT, Provenance.SCHEDULER),
+    "PREEMPTED": (CauseKind.PREEMPTED, Provenance.SCHEDULER),
+    "NODE_FAIL": (CauseKind.NODE_LOST, Provenance.SCHEDULER),
+    "OUT_OF_MEMORY": (CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER),
+    "BOOT_FAIL": (CauseKind.LAUNCH_FAILED, Provenance.SCHEDULER),
+    "CANCELLED": (CauseKind.CANCELLED, Provenance.ACTOR),
+}
+#: reason prefixes that give a waiting or running object a cause
+_WAITING: dict[tuple[str, str], CauseKind] = {
+    ("PENDING", "Resources"): CauseKind.NO_CAPACITY,
+    ("PENDING", "Requeued"): CauseKind.REQUEUED,
+    ("RUNNING", "NodeNotResponding"): CauseKind.NODE_LOST,
+    ("HELD", ""): CauseKind.HELD,
+}
+_ALIVE = {
+    "PENDING": Phase.PENDING,
+    "GATED": Phase.GATED,
+    "HELD": Phase.HELD,
+    "RUNNING": Phase.RUNNING,
+}
+
+REPORTS = (
+    frozenset(kind for kind, _ in _ENDINGS.values())
+    | frozenset(_WAITING.values())
+    | {CauseKind.UNKNOWN}
+)
+
+OPTIONS = {
+    "requeue": "how many times the scheduler itself requeues the object after a "
+    "preemption or a node failure (native requeue)"
+}
+
+
+class SimulatedBackend:
+    """The adapter. ``scheduler`` defaults to a fresh in-memory one."""
+
+    def __init__(
+        self,
+        scheduler: SimScheduler | None = None,
+        name: str = "simulated",
+        node_loss_window: timedelta = timedelta(minutes=10),
+        pending_windows: dict[CauseKind, timedelta] | None = None,
+    ) -> None:
+        self.scheduler = scheduler or SimScheduler()
+        self.name = name
+        self.node_loss_window = node_loss_window
+        if pending_windows is None:
+            pending_windows = {CauseKind.NO_CAPACITY: timedelta(hours=1)}
+        self.pending_windows = pending_windows
+
+    @hookimpl
+    def dispatch_declare(self) -> Declarations:
+        return Declarations(
+            name=self.name,
+            description="in-memory simulated scheduler with fault injection (dispatch-testing)",
+            node_loss_window=self.node_loss_window,
+            pending_windows=self.pending_windows,
+            native_actions=frozenset({Action.REQUEUE}),
+            reports=REPORTS,
+            capabilities=frozenset(Capability),
+            options=OPTIONS,
+        )
+
+    @hookimpl
+    def dispatch_discover(self, job_ids: Sequence[str]) -> Discovery:
+        try:
+            rows = self.scheduler.list(job_ids)
+        except SchedulerDown as exc:
+            raise Unreachable(f"simulated scheduler: {exc}") from exc
+        objects = [view for view in map(self._view, rows) if view is not None]
+        return Discovery(backend=self.name, at=self.scheduler.now(), objects=tuple(objects))
+
+    @hookimpl
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        raw = spec.options.get("requeue", "0")
+        if not raw.isdigit():
+            raise BadInput(f"option requeue={raw!r} of job {job_id}: expected a whole number")
+        tags = {SimScheduler.TAG_JOB: job_id, SimScheduler.TAG_SUBMISSION: str(submission)}
+        try:
+            return self.scheduler.submit(tags, spec, hold=gated, requeue=int(raw))
+        except SchedulerDown as exc:
+            raise Unreachable(f"simulated scheduler: {exc}") from exc
+
+    @hookimpl
+    def dispatch_open_gate(self, object_id: str) -> None:
+        try:
+            self.scheduler.release(object_id)
+        except SchedulerDown as exc:
+            raise Unreachable(f"simulated scheduler: {exc}") from exc
+
+    @hookimpl
+    def dispatch_stop(self, object_id: str, cause: Cause) -> None:
+        try:
+            self.scheduler.cancel(object_id, cause.detail, who=cause.actor or "dispatch")
+        except SchedulerDown as exc:
+            raise Unreachable(f"simulated scheduler: {exc}") from exc
+
+    # -- mapping the scheduler's words ---------------------------------------------------
+
+    def _view(self, row: Row) -> ObjectView | None:
+        job_id = row.tags.get(SimScheduler.TAG_JOB)
+        submission = row.tags.get(SimScheduler.TAG_SUBMISSION, "")
+        if not job_id or not submission.isdigit() or int(submission) < 1:
+            return None  # not one of ours: the tags are how we know
+        executions = tuple(self._execution(e) for e in row.executions)
+        phase, cause = self._map(row.state, row.reason, row.exit_code, row.executions[-1])
+        return ObjectView(
+            object_id=row.object_id,
+            job_id=job_id,
+            submission=int(submission),
+            phase=phase,
+            scheduler_state=row.state,
+            cause=cause,
+            executions=executions,
+            created_at=row.created_at,
+        )
+
+    def _execution(self, e: ExecRow) -> Execution:
+        _, cause = self._map(e.state, e.reason, e.exit_code, e)
+        ended = e.state in _ENDINGS or (
+            cause is not None and cause.kind is CauseKind.UNKNOWN and e.ended_at is not None
+        )
+        return Execution(
+            index=e.index,
+            started_at=e.started_at,
+            ended_at=e.ended_at,
+            nodes=e.nodes,
+            cause=cause if ended else None,
+        )
+
+    def _map(
+        self, state: str, reason: str, exit_code: int | None, last: ExecRow
+    ) -> tuple[Phase, Cause | None]:
+        at = last.ended_at or self.scheduler.now()
+        if state in _ENDINGS:
+            kind, provenance = _ENDINGS[state]
+            actor = None
+            if kind is CauseKind.CANCELLED:
+                actor = reason.removeprefix("cancelled by ").split(":", 1)[0] or None
+            return Phase.ENDED, Cause(
+                kind=kind,
+                provenance=provenance,
+                actor=actor,
+                detail=reason or state,
+                exit_code=exit_code,
+                at=at,
+            )
+        if state in _ALIVE:
+            for (word, prefix), kind in _WAITING.items():
+                if word == state and reason.startswith(prefix) and (reason or word == "HELD"):
+                    cause = Cause(
+                        kind=kind, provenance=Provenance.SCHEDULER, detail=reason or state, at=at
+                    )
+                    return _ALIVE[state], cause
+            return _ALIVE[state], None
+        # S-4: an answer we cannot map is unknown, verbatim; alive unless the scheduler
+        # shows the execution ended, so nothing is ever started beside it
+        if last.ended_at is not None:
+            phase = Phase.ENDED
+        else:
+            phase = Phase.RUNNING if last.started_at is not None else Phase.PENDING
+        detail = f"{state} {reason}".strip()
+        unknown = Cause(
+            kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER, detail=detail, at=at
+        )
+        return phase, unknown

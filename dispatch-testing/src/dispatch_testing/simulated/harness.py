@@ -1,0 +1,95 @@
+"""The kit harness for the simulated scheduler: every scenario, provoked by the operator's
+hand on :class:`SimScheduler`, in clock time (nothing sleeps).
+
+There is no separate live tier: the simulated scheduler is the same thing in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Set
+from contextlib import contextmanager
+from datetime import timedelta
+
+from dispatch import Backend, CauseKind, JobSpec, Resources, SubmitRefused
+
+from dispatch_testing.harness import Harness, Provoked, Scenario
+from dispatch_testing.simulated import scheduler as sim
+from dispatch_testing.simulated.backend import SimulatedBackend
+
+UNMAPPABLE_ANSWER = "SUSPENDED_BY_OPERATOR (maintenance window 7)"
+
+
+class SimulatedHarness(Harness):
+    name = "simulated"
+    poll_interval = 5.0
+    timeout = 600.0
+
+    def __init__(self, live: bool = False) -> None:
+        super().__init__(live)
+        self.scheduler = sim.SimScheduler(nodes=64, start_delay=1.0)
+
+    def plugin(self) -> object:
+        return SimulatedBackend(self.scheduler)
+
+    def wait(self, seconds: float) -> None:
+        self.scheduler.advance(seconds)
+
+    def calls(self) -> int:
+        return self.scheduler.calls
+
+    @contextmanager
+    def unreachable(self) -> Iterator[None]:
+        with self.scheduler.down():
+            yield
+
+    def scenarios(self) -> Set[Scenario]:
+        return frozenset(Scenario)
+
+    def provoke(self, scenario: Scenario, backend: Backend, job_id: str) -> Provoked:
+        scheduler = self.scheduler
+        spec = self.long_spec()
+        extra: dict[str, object] = {}
+        plans: dict[Scenario, sim.Outcome] = {
+            Scenario.SUCCESS: sim.succeed(5),
+            Scenario.EXIT_NONZERO: sim.exit_with(3, 5),
+            Scenario.SIGNAL: sim.killed_by_signal(9, 5),
+            Scenario.TIME_LIMIT: sim.runs_forever(),
+            Scenario.NODE_LOST: sim.node_loss(5, keeps_running=True),
+            Scenario.OUT_OF_MEMORY: sim.out_of_memory(5),
+            Scenario.LAUNCH_FAILED: sim.launch_failure(),
+            Scenario.NATIVE_RECOVERY: sim.Outcome(5, "PREEMPTED", "Preempted by job 7 (high)"),
+        }
+        if scenario in plans:
+            # the submit below is filed under whatever submission the kit asks for, so
+            # script every submission number a run could use
+            for number in range(1, 10):
+                scheduler.plan(job_id, number, plans[scenario], sim.runs_forever())
+        if scenario is Scenario.TIME_LIMIT:
+            spec = spec.model_copy(
+                update={"resources": Resources(time_limit=timedelta(seconds=30))}
+            )
+        elif scenario is Scenario.NO_CAPACITY:
+            spec = spec.model_copy(update={"resources": Resources(nodes=65)})
+        elif scenario is Scenario.NATIVE_RECOVERY:
+            spec = spec.model_copy(update={"options": {"requeue": "1"}})
+            extra["native_cause"] = CauseKind.PREEMPTED
+        elif scenario in (Scenario.EXIT_NONZERO, Scenario.SIGNAL):
+            extra["exit_code"] = 3 if scenario is Scenario.EXIT_NONZERO else 137
+        try:
+            object_id = backend.submit(job_id, 1, spec, False)
+        except SubmitRefused as exc:  # not reached: launch failures are discovered
+            return Provoked(object_id=None, refused=exc)
+        if scenario is Scenario.HELD_BY_SCHEDULER:
+            scheduler.admin_hold(object_id, "JobHeldAdmin: held by root")
+        self.wait(2)  # it starts after the scheduler's start delay
+        if scenario is Scenario.PREEMPTED:
+            scheduler.preempt(object_id, "Preempted by job 7 in partition high")
+        elif scenario is Scenario.CANCELLED_BY_SCHEDULER:
+            scheduler.admin_cancel(object_id, who="root")
+        elif scenario is Scenario.UNMAPPABLE:
+            scheduler.garble(object_id, UNMAPPABLE_ANSWER)
+            extra["raw"] = UNMAPPABLE_ANSWER
+        return Provoked(object_id=object_id, timeout=120.0, **extra)  # type: ignore[arg-type]
+
+    def long_spec(self) -> JobSpec:
+        return JobSpec(name="kit-long", command=("sleep", "86400"))

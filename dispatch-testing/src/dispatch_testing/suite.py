@@ -1,0 +1,429 @@
+"""The conformance kit's tests, as one class an adapter's test module can mix in.
+
+Two ways to run it against a backend:
+
+- ``dispatch-conformance NAME`` (or ``pytest --dispatch-backend NAME``): the harness comes
+  from the entry point ``dispatch.harnesses: NAME``;
+- fsspec style, in your own tests::
+
+      from dispatch_testing.suite import BackendConformance
+      from dispatch_mysched.harness import MySchedHarness
+
+      class TestMySched(BackendConformance):
+          harness_class = MySchedHarness
+
+Tests state the capability or scenario they need, never a backend's name. A capability the
+backend declares is tested; one it does not declare is tested to be refused cleanly (a
+``DispatchError`` at submit, nothing created). A scenario is parametrised in when the
+declarations make it required (:func:`dispatch_testing.harness.required_scenarios`) or the
+harness claims it. Overriding a test is allowed only as a strict xfail with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import pytest
+from dispatch import (
+    Capability,
+    Cause,
+    CauseKind,
+    Declarations,
+    Discovery,
+    Execution,
+    JobSpec,
+    ObjectView,
+    Phase,
+    Provenance,
+    Resources,
+    Unreachable,
+)
+from dispatch.errors import DispatchError
+
+from dispatch_testing.harness import EXPECTED, Harness, NotProvokable, Provoked, Scenario
+from dispatch_testing.kit import Kit
+from dispatch_testing.plugin import kit_for
+
+STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="kit", detail="kit stop")
+
+
+def _alive(objects: tuple[ObjectView, ...]) -> bool:
+    return any(o.alive for o in objects)
+
+
+def _object(objects: tuple[ObjectView, ...], object_id: str) -> ObjectView | None:
+    return next((o for o in objects if o.object_id == object_id), None)
+
+
+def _with_resources(spec: JobSpec, **changes: Any) -> JobSpec:
+    resources = Resources.model_validate({**spec.resources.model_dump(), **changes})
+    return spec.model_copy(update={"resources": resources})
+
+
+def _spec_needing(spec: JobSpec, capability: Capability) -> JobSpec:
+    if capability is Capability.TIME_LIMIT:
+        return _with_resources(spec, time_limit=timedelta(hours=1))
+    if capability is Capability.MULTI_NODE:
+        return _with_resources(spec, nodes=2)
+    if capability is Capability.GPUS:
+        return _with_resources(spec, gpus_per_node=1)
+    return spec
+
+
+def _not_provokable(kit: Kit, exc: NotProvokable) -> None:
+    pytest.xfail(f"not provokable on {kit.name} ({kit.harness.tier}): {exc}")
+
+
+class BackendConformance:
+    """Mix in and set ``harness_class`` (or run with ``--dispatch-backend``)."""
+
+    __dispatch_kit__: ClassVar[bool] = True
+    harness_class: ClassVar[type[Harness] | None] = None
+
+    @pytest.fixture
+    def kit(self, request: pytest.FixtureRequest) -> Kit:
+        return kit_for(request.config, type(self))
+
+    @pytest.fixture
+    def new_job(self, kit: Kit) -> Iterator[Callable[[], str]]:
+        made: list[str] = []
+
+        def make() -> str:
+            made.append(kit.job_id())
+            return made[-1]
+
+        yield make
+        if made and kit.problem == "":
+            kit.stop_all(made)
+
+    # -- declarations --------------------------------------------------------------------
+
+    def test_declarations_are_well_formed(self, kit: Kit) -> None:
+        """S-25, S-30, S-39: the backend describes itself consistently, without asking the
+        scheduler, and its declarations survive encode/decode (S-6)."""
+        d = kit.declarations
+        assert d.name == kit.name
+        assert d.node_loss_window > timedelta(0), "node_loss_window must be positive"
+        for kind, window in d.pending_windows.items():
+            assert window > timedelta(0), f"pending window for {kind.value} must be positive"
+            assert kind in d.reports, f"a pending window for {kind.value!r}, not in reports"
+        assert CauseKind.UNKNOWN in d.reports, (
+            "every adapter can meet an answer it cannot map (S-4): reports must list 'unknown'"
+        )
+        assert CauseKind.DUPLICATE not in d.reports, (
+            "'duplicate' is dispatch's own cause for a second object it stops; a backend "
+            "never reports it"
+        )
+        if Capability.TIME_LIMIT in d.capabilities:
+            assert CauseKind.TIME_LIMIT in d.reports, "time-limit capability without its cause"
+        assert Declarations.model_validate_json(d.to_json()) == d
+        try:
+            before = kit.harness.calls()
+        except NotProvokable:
+            before = None
+        again = kit.backend.plugin.dispatch_declare()  # type: ignore[attr-defined]
+        assert again == d, "dispatch_declare answers differently on a second call"
+        if before is not None:
+            assert kit.harness.calls() == before, "dispatch_declare contacted the scheduler"
+
+    def test_registered_by_its_entry_point(self, kit: Kit) -> None:
+        """S-31: the backend is found through the ``dispatch.backends`` entry point alone,
+        loads there without a scheduler, and declares the same vocabulary."""
+        from dispatch import Registry
+
+        registry = Registry.from_entry_points()
+        assert kit.name in registry.names(), (
+            f"no 'dispatch.backends' entry point is named {kit.name!r}: "
+            f"installed: {registry.names()}, broken: {registry.broken}"
+        )
+        loaded = registry.get(kit.name).declarations
+        mine = kit.declarations
+        assert (loaded.reports, loaded.capabilities, loaded.native_actions) == (
+            mine.reports,
+            mine.capabilities,
+            mine.native_actions,
+        ), "the entry point's declarations differ from the harness's backend"
+
+    # -- submit and discover -------------------------------------------------------------
+
+    def test_submit_is_tagged_and_discoverable(self, kit: Kit, new_job: Callable[[], str]) -> None:
+        """S-30, S-34: an object is found by job id and submission number from the
+        scheduler's own listing, not from the id submit returned."""
+        job, other = new_job(), new_job()
+        spec = kit.harness.long_spec()
+        first = kit.backend.submit(job, 1, spec, False)
+        second = kit.backend.submit(job, 2, spec, False)
+        kit.backend.submit(other, 1, spec, False)
+        assert first != second, "two submissions got the same object id"
+        objects = kit.wait_for(
+            job,
+            lambda objs: {o.submission for o in objs} >= {1, 2},
+            "listing both submissions",
+        )
+        by_number = {o.submission: o.object_id for o in objects}
+        assert by_number == {1: first, 2: second}
+        assert all(o.job_id == job for o in objects)
+
+    def test_discovery_of_many_jobs_in_one_call(self, kit: Kit, new_job: Callable[[], str]) -> None:
+        """S-32: one discovery shows every asked job's objects; unknown ids are absent,
+        not errors."""
+        count = min(6, kit.declarations.max_discovery_batch or 6)
+        jobs = [new_job() for _ in range(count)]
+        for job in jobs:
+            kit.backend.submit(job, 1, kit.harness.long_spec(), False)
+        unknown = [new_job() for _ in range(3)]
+        asked = (jobs + unknown)[: kit.declarations.max_discovery_batch or None]
+        discovery = kit.discover(asked)
+        found = discovery.by_job()
+        assert set(found) == set(jobs) & set(asked), (
+            f"asked {len(asked)} ids, {count} submitted; found objects for {sorted(found)}"
+        )
+        assert not set(found) & set(unknown)
+
+    def test_discovery_costs_constant_calls(self, kit: Kit, new_job: Callable[[], str]) -> None:
+        """S-32: discovering N jobs costs the scheduler calls discovering one does."""
+        batch = kit.declarations.max_discovery_batch or 12
+        jobs = [new_job() for _ in range(min(12, batch))]
+        for job in jobs:
+            kit.backend.submit(job, 1, kit.harness.long_spec(), False)
+        try:
+            start = kit.harness.calls()
+            kit.discover(jobs[:1])
+            one = kit.harness.calls() - start
+            start = kit.harness.calls()
+            kit.discover(jobs)
+            many = kit.harness.calls() - start
+        except NotProvokable as exc:
+            _not_provokable(kit, exc)
+        assert one >= 1, "discovery made no scheduler call: is calls() counting?"
+        assert many <= one, (
+            f"discovering {len(jobs)} jobs took {many} scheduler calls, one job took {one}: "
+            "discovery must be one listing filtered by tag (S-32)"
+        )
+
+    # -- capabilities --------------------------------------------------------------------
+
+    @pytest.mark.dispatch_capability
+    def test_capability(self, kit: Kit, capability: Capability, new_job: Callable[[], str]) -> None:
+        """S-28, S-30: a declared capability works; an undeclared one is refused at submit
+        with a DispatchError and creates nothing (never silently ignored)."""
+        job = new_job()
+        declared = capability in kit.declarations.capabilities
+        gated = capability is Capability.GATING
+        spec = _spec_needing(kit.harness.long_spec(), capability)
+        if not declared:
+            with pytest.raises(DispatchError) as refused:
+                kit.backend.submit(job, 1, spec, gated)
+            assert not isinstance(refused.value, Unreachable), "a refusal is not Unreachable"
+            assert str(refused.value).strip(), "the refusal must say what is not supported"
+            assert kit.objects(job) == (), "a refused submit created an object"
+            return
+        object_id = kit.backend.submit(job, 1, spec, gated)
+        if not gated:
+            kit.wait_for(job, _alive, "listed alive")
+            return
+        self._check_gate(kit, job, object_id)
+
+    def _check_gate(self, kit: Kit, job: str, object_id: str) -> None:
+        """Gated: shows gated and never starts until opened; then released, then runs."""
+        objects = kit.wait_for(job, lambda objs: bool(objs), "listed")
+        for _ in range(3):
+            obj = _object(objects, object_id)
+            assert obj is not None and obj.phase is Phase.GATED, (
+                f"a gated object must show phase gated until its gate opens: {obj}"
+            )
+            assert all(e.started_at is None for e in obj.executions), "a gated object started"
+            kit.harness.wait(kit.harness.poll_interval)
+            objects = kit.objects(job)
+        kit.backend.open_gate(object_id)
+        kit.backend.open_gate(object_id)  # idempotent
+        kit.wait_for(
+            job,
+            lambda objs: any(o.phase is Phase.RUNNING for o in objs),
+            "running after its gate opened",
+            wrong=lambda objs: "ended instead of running" if not _alive(objs) else None,
+        )
+
+    # -- stop ----------------------------------------------------------------------------
+
+    def test_stop_is_idempotent(self, kit: Kit, new_job: Callable[[], str]) -> None:
+        """S-30: stop ends the object; stopping it again, and again once ended, is not an
+        error. What stays listed ends as cancelled."""
+        job = new_job()
+        object_id = kit.backend.submit(job, 1, kit.harness.long_spec(), False)
+        kit.wait_for(job, lambda objs: any(o.phase is Phase.RUNNING for o in objs), "running")
+        kit.backend.stop(object_id, STOP)
+        kit.backend.stop(object_id, STOP)
+        objects = kit.wait_for(job, lambda objs: not _alive(objs), "ended after stop")
+        obj = _object(objects, object_id)
+        if obj is not None:
+            assert obj.cause is not None and obj.cause.kind is CauseKind.CANCELLED, (
+                f"a stopped object ends cancelled, not {obj.cause}"
+            )
+        kit.backend.stop(object_id, STOP)
+
+    def test_stopping_an_ended_object_keeps_its_ending(
+        self, kit: Kit, new_job: Callable[[], str]
+    ) -> None:
+        """S-30: stopping an object that already ended is not an error and does not
+        rewrite how it ended."""
+        job = new_job()
+        object_id = kit.backend.submit(job, 1, kit.harness.quick_spec(), False)
+        objects = kit.wait_for(job, lambda objs: bool(objs) and not _alive(objs), "ended")
+        before = _object(objects, object_id)
+        assert before is not None and before.cause is not None
+        kit.backend.stop(object_id, STOP)
+        after = _object(kit.objects(job), object_id)
+        if after is not None:
+            assert after.cause is not None and after.cause.kind is before.cause.kind, (
+                f"stop rewrote an ended object's cause: {before.cause} -> {after.cause}"
+            )
+
+    # -- unreachable ---------------------------------------------------------------------
+
+    def test_unreachable_raises_never_a_state(self, kit: Kit, new_job: Callable[[], str]) -> None:
+        """S-5: every call that needs an unreachable scheduler raises Unreachable; none
+        answers with a state, an empty listing or a silent success."""
+        job = new_job()
+        object_id = kit.backend.submit(job, 1, kit.harness.long_spec(), False)
+        kit.wait_for(job, _alive, "listed alive")
+        try:
+            with kit.harness.unreachable():
+                calls: dict[str, Callable[[], object]] = {
+                    "discover": lambda: kit.backend.discover([job]),
+                    "submit": lambda: kit.backend.submit(job, 2, kit.harness.long_spec(), False),
+                    "stop": lambda: kit.backend.stop(object_id, STOP),
+                }
+                if Capability.GATING in kit.declarations.capabilities:
+                    calls["open_gate"] = lambda: kit.backend.open_gate(object_id)
+                answered = {}
+                for what, call in calls.items():
+                    try:
+                        answered[what] = call()
+                    except Unreachable:
+                        continue
+        except NotProvokable as exc:
+            _not_provokable(kit, exc)
+        assert not answered, (
+            f"with the scheduler unreachable these calls answered instead of raising "
+            f"Unreachable: {answered}"
+        )
+        assert _object(kit.objects(job), object_id) is not None, (
+            "reachable again, the object is back"
+        )
+
+    # -- endings -------------------------------------------------------------------------
+
+    def test_scenario(self, kit: Kit, scenario: Scenario, new_job: Callable[[], str]) -> None:
+        """S-2, S-3, S-4, S-26, S-38: each ending the backend declares is provoked and
+        classified right: kind, provenance, exit code, verbatim detail."""
+        reasons = kit.harness.not_provokable()
+        if scenario in reasons:
+            _not_provokable(kit, NotProvokable(reasons[scenario]))
+        if scenario not in kit.harness.scenarios():
+            pytest.fail(
+                f"{kit.name} declares what makes {scenario.value!r} required, but its harness "
+                "neither provokes it (scenarios()) nor says why not (not_provokable())",
+                pytrace=False,
+            )
+        job = new_job()
+        try:
+            provoked = kit.harness.provoke(scenario, kit.backend, job)
+        except NotProvokable as exc:
+            _not_provokable(kit, exc)
+        if provoked.refused is not None:
+            assert scenario is Scenario.LAUNCH_FAILED, f"{scenario.value}: submit was refused"
+            assert provoked.refused.detail.strip(), "a refusal needs the scheduler's words"
+            assert not _alive(kit.objects(job)), "a refused submit left a live object"
+            return
+        expected = EXPECTED[scenario]
+        object_id = provoked.object_id
+
+        def mine(objs: tuple[ObjectView, ...]) -> ObjectView | None:
+            return _object(objs, object_id) if object_id else (objs[0] if objs else None)
+
+        def done(objs: tuple[ObjectView, ...]) -> bool:
+            obj = mine(objs)
+            if obj is None or obj.phase not in expected.phases:
+                return False
+            if scenario is Scenario.NATIVE_RECOVERY:
+                return len(obj.executions) >= 2 and obj.executions[0].cause is not None
+            return obj.cause is not None and obj.cause.kind is expected.kind
+
+        def wrong(objs: tuple[ObjectView, ...]) -> str | None:
+            obj = mine(objs)
+            if obj is None or obj.alive or expected.kind is None:
+                return None
+            got = obj.cause.kind.value if obj.cause else "no cause"
+            if Phase.ENDED not in expected.phases:
+                return f"{scenario.value}: expected a live {expected.kind.value}, it ended {got}"
+            if got != expected.kind.value:
+                return f"{scenario.value}: misclassified as {got}, expected {expected.kind.value}"
+            return None
+
+        objects = kit.wait_for(
+            job, done, f"showing {scenario.value}", timeout=provoked.timeout, wrong=wrong
+        )
+        obj = mine(objects)
+        assert obj is not None
+        if scenario is Scenario.NATIVE_RECOVERY:
+            self._check_native(kit, obj, provoked)
+        else:
+            self._check_cause(obj, scenario, provoked)
+        assert ObjectView.model_validate_json(obj.to_json()) == obj
+
+    def _check_cause(self, obj: ObjectView, scenario: Scenario, provoked: Provoked) -> None:
+        cause = obj.cause
+        assert cause is not None
+        expected = EXPECTED[scenario]
+        assert cause.provenance in expected.provenances, (
+            f"{scenario.value}: provenance {cause.provenance.value}, expected one of "
+            f"{sorted(p.value for p in expected.provenances)}"
+        )
+        if cause.kind is CauseKind.NON_ZERO_EXIT:
+            assert provoked.exit_code, "the harness must say which non-zero exit it provoked"
+            assert cause.exit_code == provoked.exit_code, (
+                f"exit code {cause.exit_code}, the job exited {provoked.exit_code}"
+            )
+        if cause.kind is CauseKind.NONE:
+            assert cause.exit_code in (0, None), f"success with exit code {cause.exit_code}"
+        if scenario is Scenario.UNMAPPABLE:
+            assert provoked.raw, "the harness must return the raw answer it injected"
+            assert provoked.raw in cause.detail, (
+                f"unknown must carry the scheduler's answer verbatim: {provoked.raw!r} not in "
+                f"{cause.detail!r}"
+            )
+        if obj.phase is Phase.ENDED:
+            assert obj.executions, "an ended object shows the execution that ended"
+            last = obj.executions[-1].cause
+            assert last is not None and last.kind is cause.kind, (
+                f"the last execution ended {last}, the object says {cause.kind.value}"
+            )
+
+    def _check_native(self, kit: Kit, obj: ObjectView, provoked: Provoked) -> None:
+        assert kit.declarations.native_actions, "native recovery on a backend declaring none"
+        first = obj.executions[0].cause
+        assert first is not None and first.kind is provoked.native_cause, (
+            f"the first execution ended {first}, provoked {provoked.native_cause}"
+        )
+        assert obj.executions[1].index > obj.executions[0].index
+
+    # -- encoding ------------------------------------------------------------------------
+
+    def test_everything_reported_round_trips(self, kit: Kit, new_job: Callable[[], str]) -> None:
+        """S-6: every model the adapter reports encodes to names and decodes to itself."""
+        quick, long = new_job(), new_job()
+        kit.backend.submit(quick, 1, kit.harness.quick_spec(), False)
+        kit.backend.submit(long, 1, kit.harness.long_spec(), False)
+        kit.wait_for(quick, lambda objs: bool(objs) and not _alive(objs), "ended")
+        discovery = kit.discover([quick, long])
+        assert Discovery.model_validate_json(discovery.to_json()) == discovery
+        for obj in discovery.objects:
+            assert ObjectView.model_validate_json(obj.to_json()) == obj
+            for execution in obj.executions:
+                assert Execution.model_validate_json(execution.to_json()) == execution
+            if obj.cause is not None:
+                assert Cause.model_validate_json(obj.cause.to_json()) == obj.cause
+                assert f'"{obj.cause.kind.value}"' in obj.cause.to_json()
