@@ -83,7 +83,12 @@ def dispatch_submit(  # type: ignore[empty-body]
 def dispatch_open_gate(object_id: str) -> None:
     """Let a gated object start (Slurm ``scontrol release``, TrainJob ``suspend: false``).
 
-    Idempotent: opening an open gate or the gate of an ended object is not an error.
+    Called only after the discovery showed every older object of the job ended (S-28).
+
+    :param object_id: the id :func:`dispatch_submit` returned (or discovery showed).
+    :return: None. Idempotent: opening an open gate, or the gate of an ended or unknown
+        object, is not an error.
+    :raises Unreachable: the scheduler could not be asked; dispatch asks again next tick.
     """
 
 
@@ -91,8 +96,12 @@ def dispatch_open_gate(object_id: str) -> None:
 def dispatch_stop(object_id: str, cause: Cause) -> None:
     """Stop an object and all its executions, within a bounded time.
 
+    :param object_id: the object to stop.
     :param cause: why dispatch stops it (an actor's cancel, the node-loss fence, a
         duplicate, a spent native budget); adapters may pass ``cause.detail`` on to the
         scheduler as a comment.
-    Idempotent (S-30): stopping a stopped, ended or unknown object is not an error.
+    :return: None once the scheduler accepted the request; the object shows as ended in
+        a later discovery. Idempotent (S-30): stopping a stopped, ended or unknown object
+        is not an error. dispatch asks again while a stopped object still shows alive.
+    :raises Unreachable: the scheduler could not be asked.
     """
