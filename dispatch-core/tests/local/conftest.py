@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from dispatch import Cause, CauseKind, ObjectView, Provenance
 from dispatch.local.backend import LocalBackend
 from dispatch.local.processes import gone

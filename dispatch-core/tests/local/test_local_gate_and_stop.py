@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from dispatch import BadInput, Cause, CauseKind, JobSpec, ObjectView, Phase, Provenance
 from dispatch.local.backend import LocalBackend
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from pydantic import AwareDatetime
+
 from dispatch.cause import Cause
 from dispatch.discovery import Execution, ObjectView
 from dispatch.enums import CauseKind, Phase, Provenance
@@ -19,7 +21,6 @@ from dispatch.errors import DecodeError
 from dispatch.local.layout import ObjectDir
 from dispatch.local.processes import gone, is_here
 from dispatch.local.records import Ending, ObjectMeta, ProcessIdentity, Started, read
-from pydantic import AwareDatetime
 
 #: How long after its submission an object may have no runner on record: the backend
 #: records the runner right after starting it, so only an interrupted submit takes longer.

@@ -10,11 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TypeVar
 
+from pydantic import AwareDatetime, Field
+
 from dispatch.base import Model
 from dispatch.cause import Cause
 from dispatch.errors import DecodeError
 from dispatch.spec import JobSpec
-from pydantic import AwareDatetime, Field
 
 M = TypeVar("M", bound=Model)
 
