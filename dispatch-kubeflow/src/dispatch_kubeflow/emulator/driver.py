@@ -1,0 +1,390 @@
+"""The emulated cluster and its scenario driver: start it, point a kubeconfig at it, and
+provoke each ending the way the cluster would produce it.
+
+Why an emulator of our own and not kmock: kmock (RESEARCH.md §5) ignores label selectors,
+does not keep the status subresource apart, has no uid/resourceVersion, no propagation
+policy or garbage collection, and no controllers. Discovery by label, Foreground deletion
+blocked by a pod on a lost node, and the TrainJob → JobSet → Job → Pod chain are exactly
+what the adapter must get right, so the emulator models them; it is stdlib only so the
+conformance kit can start it anywhere.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from dispatch_kubeflow.emulator.admission import admit_trainjob, check_trainjob_update
+from dispatch_kubeflow.emulator.cluster import JOBSET_NAME, KUEUE_JOB_UID, LAUNCH_ERRORS, Cluster, is_true
+from dispatch_kubeflow.emulator.server import Request, RequestLog, Route, make_server
+from dispatch_kubeflow.emulator.store import (
+    CLUSTER_RUNTIME,
+    JOB,
+    JOBSET,
+    NODE,
+    POD,
+    RUNTIME,
+    TRAINJOB,
+    WORKLOAD,
+    ApiError,
+    Clock,
+    Obj,
+    Store,
+)
+
+TOKEN = "dispatch-emulator-token"
+
+
+def torch_runtime(name: str, *, failure_policy: dict[str, Any] | None = None,
+                  job_deadline_seconds: int | None = None) -> Obj:
+    """A ClusterTrainingRuntime shaped like the shipped ``torch-distributed`` one."""
+    job_spec: dict[str, Any] = {
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"containers": [{"name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+                                     "command": ["torchrun", "train.py"]}]},
+        }
+    }
+    if job_deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = job_deadline_seconds
+    spec: dict[str, Any] = {"replicatedJobs": [{"name": "node", "template": {"metadata": {"labels": {}}, "spec": job_spec}}]}
+    if failure_policy is not None:
+        spec["failurePolicy"] = failure_policy
+    return {
+        "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": {"mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+                 "template": {"metadata": {"labels": {}}, "spec": spec}},
+    }
+
+
+def _json_patch(obj: Obj, ops: list[dict[str, Any]]) -> Obj:
+    result = copy.deepcopy(obj)
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        target: Any = result
+        for part in parts[:-1]:
+            target = target[int(part)] if isinstance(target, list) else target.setdefault(part, {})
+        last = parts[-1]
+        if op["op"] in ("add", "replace"):
+            if isinstance(target, list):
+                target.insert(len(target) if last == "-" else int(last), op["value"])
+            else:
+                target[last] = op["value"]
+        elif op["op"] == "remove":
+            target.pop(int(last) if isinstance(target, list) else last, None)
+        else:
+            raise ApiError(400, "BadRequest", f"unsupported JSON patch op {op['op']!r}")
+    return result
+
+
+class Emulator:
+    """An emulated Kubeflow Trainer cluster on 127.0.0.1, with a driver to provoke endings."""
+
+    def __init__(self, *, trainer_version: str = "2.2", nodes: int = 4, namespace: str = "default",
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        self.clock = Clock()
+        self.store = Store(self.clock)
+        self.cluster = Cluster(self.store, self.clock, trainer_version)
+        self.trainer_version = self.cluster.trainer_version
+        self.namespace = namespace
+        self.log = RequestLog()
+        self.host, self.port = host, port
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        for i in range(nodes):
+            self.store.create(NODE, "", {
+                "metadata": {"name": f"gpu-node-{i}", "labels": {"kubernetes.io/hostname": f"gpu-node-{i}"}},
+                "spec": {},
+                "status": {"capacity": {"nvidia.com/gpu": "8"}, "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                     "message": "kubelet is posting ready status", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+            })
+        self.add_runtime("torch-distributed")
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> Emulator:
+        if self._server is not None:
+            return self
+        self._server = make_server(self.host, self.port, self._handle, self.log, TOKEN)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="k8s-emulator", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.close_everything()
+            self._server = None
+
+    def go_unreachable(self) -> None:
+        """Stop listening: connections to the API are refused, as when it is down."""
+        self.stop()
+
+    def come_back(self) -> None:
+        """Listen again on the same port, with the same objects."""
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        """A kubeconfig (JSON is YAML) pointing at this emulator, with its bearer token."""
+        path = Path(path)
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
+            "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
+            "users": [{"name": "emulator", "user": {"token": TOKEN}}],
+            "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "emulator",
+                                                          "namespace": self.namespace}}],
+        }
+        path.write_text(json.dumps(config, indent=2))
+        return path
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the API -----------------------------------------------------------------------
+
+    def _handle(self, request: Request, where: Route) -> tuple[int, Obj]:
+        res, ns, name = where.res, where.namespace or "", where.name
+        with self.store.lock:
+            if request.method == "GET":
+                if name is None:
+                    return 200, self.store.list(res, where.namespace, request.query.get("labelSelector"))
+                return 200, self.store.get(res, ns, name)
+            if request.method == "POST" and name is None:
+                body = request.body or {}
+                if res is TRAINJOB:
+                    strict = request.query.get("fieldValidation", "Warn") == "Strict"
+                    body = admit_trainjob(self.store, ns, body, self.trainer_version, strict)
+                body.pop("status", None) if res is not TRAINJOB else None
+                created = self.store.create(res, ns, body)
+                self.cluster.reconcile()
+                return 201, created
+            if request.method == "PATCH" and name is not None:
+                body = request.body
+                if isinstance(body, list):
+                    current = self.store.get(res, ns, name)
+                    body = _json_patch(current, body)
+                if res is TRAINJOB and not where.status:
+                    check_trainjob_update(self.store.raw(res, ns, name), body)
+                patched = self.store.patch(res, ns, name, body, status=where.status)
+                self.cluster.reconcile()
+                return 200, patched
+            if request.method == "DELETE" and name is not None:
+                options = request.body or {}
+                policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
+                grace = options.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
+                answer = self.store.delete(res, ns, name, policy, None if grace is None else int(grace))
+                self.cluster.reconcile()
+                return 200, answer
+        raise ApiError(405, "MethodNotAllowed", f"{request.method} is not supported on {request.path}")
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def add_runtime(self, name: str, *, namespace: str | None = None,
+                    failure_policy: dict[str, Any] | None = None,
+                    job_deadline_seconds: int | None = None) -> None:
+        """Install a (Cluster)TrainingRuntime; a JobSet ``failure_policy`` makes it restart."""
+        body = torch_runtime(name, failure_policy=failure_policy, job_deadline_seconds=job_deadline_seconds)
+        with self.store.lock:
+            if namespace is None:
+                self.store.create(CLUSTER_RUNTIME, "", body)
+            else:
+                self.store.create(RUNTIME, namespace, body)
+
+    def reconcile(self) -> None:
+        self.cluster.reconcile()
+
+    # -- looking -----------------------------------------------------------------------
+
+    def trainjob(self, name: str) -> Obj:
+        return self.store.get(TRAINJOB, self.namespace, name)
+
+    def jobset(self, name: str) -> Obj:
+        return self.store.get(JOBSET, self.namespace, name)
+
+    def pods(self, name: str) -> list[Obj]:
+        with self.store.lock:
+            return sorted(
+                (copy.deepcopy(p) for p in self.store.items(POD, self.namespace)
+                 if p["metadata"]["labels"].get(JOBSET_NAME) == name),
+                key=lambda p: p["metadata"]["name"],
+            )
+
+    def names(self) -> list[str]:
+        with self.store.lock:
+            return sorted(t["metadata"]["name"] for t in self.store.items(TRAINJOB, self.namespace))
+
+    def _pod(self, name: str, index: int) -> Obj:
+        pods = [p for p in self.store.items(POD, self.namespace)
+                if p["metadata"]["labels"].get(JOBSET_NAME) == name and p["status"].get("phase") != "Succeeded"]
+        pods.sort(key=lambda p: p["metadata"]["name"])
+        if not pods:
+            raise LookupError(f"TrainJob {name!r} has no pod to act on")
+        return pods[index]
+
+    # -- provoking endings -------------------------------------------------------------
+
+    def succeed(self, name: str) -> None:
+        """Every node exits 0."""
+        with self.store.lock:
+            for pod in self.store.items(POD, self.namespace):
+                if pod["metadata"]["labels"].get(JOBSET_NAME) == name and pod["status"].get("phase") == "Running":
+                    self.cluster.terminate(pod, reason="Completed", exit_code=0)
+            self.reconcile()
+
+    def exit(self, name: str, code: int, *, pod: int = 0, restart_policy: str = "Never") -> None:
+        """One node's training process exits with ``code``; the Job kills the others after it."""
+        with self.store.lock:
+            self.cluster.terminate(self._pod(name, pod), reason="Error", exit_code=code,
+                                   last_state=restart_policy == "OnFailure")
+            self.reconcile()
+
+    def oom(self, name: str, *, pod: int = 0, restart_policy: str = "Never") -> None:
+        """One node's container is OOMKilled (``lastState`` under OnFailure)."""
+        with self.store.lock:
+            self.cluster.terminate(self._pod(name, pod), reason="OOMKilled", exit_code=137,
+                                   last_state=restart_policy == "OnFailure")
+            self.reconcile()
+
+    def preempt(self, name: str, *, pod: int = 0, reason: str = "PreemptionByScheduler",
+                message: str = "default-scheduler: preempting to accommodate a higher priority pod") -> None:
+        """The scheduler (or an eviction) takes a pod: DisruptionTarget, then SIGTERM → 143."""
+        with self.store.lock:
+            target = self._pod(name, pod)
+            self.cluster.set_condition(target, "DisruptionTarget", "True", reason, message)
+            self.cluster.terminate(target, reason="Error", exit_code=143)
+            self.reconcile()
+
+    def expire_deadline(self, name: str) -> None:
+        """The TrainJob's ``activeDeadlineSeconds`` passes (Trainer ≥ 2.2)."""
+        with self.store.lock:
+            tj = self.store.raw(TRAINJOB, self.namespace, name)
+            if not tj["spec"].get("activeDeadlineSeconds"):
+                raise ValueError(f"TrainJob {name!r} has no activeDeadlineSeconds")
+            self.cluster.deadline_expired.add(tj["metadata"]["uid"])
+            self.reconcile()
+
+    def expire_job_deadline(self, name: str) -> None:
+        """The runtime's Job-level ``activeDeadlineSeconds`` passes."""
+        with self.store.lock:
+            for job in self.store.items(JOB, self.namespace):
+                if job["metadata"]["labels"].get(JOBSET_NAME) == name:
+                    self.cluster.deadline_expired.add(job["metadata"]["uid"])
+            self.reconcile()
+
+    def launch_error(self, name: str, reason: str = "ErrImagePull") -> None:
+        """The kubelet cannot start the container: pods stay Pending with ``reason``."""
+        with self.store.lock:
+            tj = self.store.raw(TRAINJOB, self.namespace, name)
+            image = (tj["spec"].get("trainer") or {}).get("image", "")
+            self.cluster.launch_errors[name] = (reason, LAUNCH_ERRORS.get(reason, reason).format(image=image))
+            for pod in list(self.store.items(POD, self.namespace)):
+                if pod["metadata"]["labels"].get(JOBSET_NAME) == name:
+                    pod["status"] = {"phase": "Pending", "conditions": pod["status"].get("conditions", [])}
+            self.reconcile()
+
+    def set_capacity(self, available: bool) -> None:
+        """No node can take a new pod (``Unschedulable``) until capacity comes back."""
+        with self.store.lock:
+            self.cluster.capacity = available
+            self.reconcile()
+
+    def lose_node(self, name: str, *, pod: int = 0) -> str:
+        """The node under one pod stops reporting: Ready=Unknown, NoExecute taint, the pod
+        gets DisruptionTarget/DeletionByTaintManager and stays Terminating; the Job reaches
+        FailureTarget and never Failed. Returns the node's name."""
+        with self.store.lock:
+            target = self._pod(name, pod)
+            node_name = target["spec"]["nodeName"]
+            node = self.store.raw(NODE, "", node_name)
+            self.cluster.set_condition(node, "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+            node["spec"]["taints"] = [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
+                                       "timeAdded": self.cluster.now()}]
+            for pod_obj in list(self.store.items(POD)):
+                if pod_obj["spec"].get("nodeName") == node_name and pod_obj["status"].get("phase") == "Running":
+                    self.cluster.set_condition(pod_obj, "DisruptionTarget", "True", "DeletionByTaintManager",
+                                               "Taint manager: deleting due to NoExecute taint")
+                    self.store.delete(POD, pod_obj["metadata"]["namespace"], pod_obj["metadata"]["name"], None, None)
+            self.reconcile()
+            return node_name
+
+    def recover_node(self, node_name: str) -> None:
+        with self.store.lock:
+            node = self.store.raw(NODE, "", node_name)
+            self.cluster.set_condition(node, "Ready", "True", "KubeletReady", "kubelet is posting ready status")
+            node["spec"].pop("taints", None)
+            self.reconcile()
+
+    def delete_behind_back(self, name: str, *, policy: str = "Background", finalizer: str | None = None) -> None:
+        """Someone else deletes the TrainJob (``kubectl delete``); a ``finalizer`` keeps it
+        visible with a deletionTimestamp."""
+        with self.store.lock:
+            if finalizer:
+                tj = self.store.raw(TRAINJOB, self.namespace, name)
+                tj["metadata"].setdefault("finalizers", []).append(finalizer)
+            self.store.delete(TRAINJOB, self.namespace, name, policy, None)
+            self.reconcile()
+
+    def fail_unmappable(self, name: str, reason: str = "QuotaWizardRejected",
+                        message: str = "the quota wizard rejected this TrainJob at 03:14") -> None:
+        """The TrainJob fails with a reason nobody documented."""
+        with self.store.lock:
+            tj = self.store.raw(TRAINJOB, self.namespace, name)
+            self.cluster.set_condition(tj, "Failed", "True", reason, message)
+            self.reconcile()
+
+    def kueue_set_quota(self, available: bool) -> None:
+        with self.store.lock:
+            self.cluster.kueue_quota = available
+            if available:
+                self.cluster.kueue_readmit()
+            self.reconcile()
+
+    def workload(self, name: str) -> Obj:
+        with self.store.lock:
+            tj = self.store.raw(TRAINJOB, self.namespace, name)
+            for wl in self.store.items(WORKLOAD, self.namespace):
+                if wl["metadata"]["labels"].get(KUEUE_JOB_UID) == tj["metadata"]["uid"]:
+                    return wl
+        raise LookupError(f"TrainJob {name!r} has no Kueue workload")
+
+    def kueue_preempt(self, name: str) -> None:
+        """Kueue evicts the workload to admit a higher-priority one; the quota is taken."""
+        with self.store.lock:
+            wl = self.workload(name)
+            self.cluster.kueue_quota = False
+            c = self.cluster
+            c.set_condition(wl, "Evicted", "True", "Preempted",
+                            "Preempted to accommodate a workload (UID: 5c1d, JobUID: 77aa) due to "
+                            "prioritization in the ClusterQueue")
+            c.set_condition(wl, "Preempted", "True", "InClusterQueue",
+                            "Preempted to accommodate a workload (UID: 5c1d, JobUID: 77aa) due to "
+                            "prioritization in the ClusterQueue")
+            c.set_condition(wl, "QuotaReserved", "False", "Pending", "Preempted")
+            c.set_condition(wl, "Admitted", "False", "NoReservation", "The workload has no reservation")
+            self.reconcile()
+
+    def kueue_deactivate(self, name: str) -> None:
+        """An administrator deactivates the workload (``spec.active: false``)."""
+        with self.store.lock:
+            wl = self.workload(name)
+            wl["spec"]["active"] = False
+            self.store.touch(wl)
+            self.reconcile()
+
+    def is_running(self, name: str) -> bool:
+        pods = self.pods(name)
+        return bool(pods) and all(p["status"].get("phase") == "Running" for p in pods)
+
+    def is_suspended(self, name: str) -> bool:
+        return is_true(self.trainjob(name), "Suspended")
