@@ -51,7 +51,7 @@ class Kit:
         else:
             harness_class, name = key, key.name
         harness = harness_class(live=live)
-        harness.name = harness.name or name
+        harness.name = name or harness.name
         if not harness.name:
             raise KitError(f"{harness_class.__qualname__}.name is empty: set the backend's name")
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import ClassVar
 
 from dispatch import (
     Action,
@@ -76,15 +77,18 @@ OPTIONS = {
 class SimulatedBackend:
     """The adapter. ``scheduler`` defaults to a fresh in-memory one."""
 
+    #: the name an instance made from the entry point (no arguments) declares
+    default_name: ClassVar[str] = "simulated"
+
     def __init__(
         self,
         scheduler: SimScheduler | None = None,
-        name: str = "simulated",
+        name: str | None = None,
         node_loss_window: timedelta = timedelta(minutes=10),
         pending_windows: dict[CauseKind, timedelta] | None = None,
     ) -> None:
         self.scheduler = scheduler or SimScheduler()
-        self.name = name
+        self.name = name or self.default_name
         self.node_loss_window = node_loss_window
         if pending_windows is None:
             pending_windows = {CauseKind.NO_CAPACITY: timedelta(hours=1)}

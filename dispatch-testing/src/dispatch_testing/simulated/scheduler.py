@@ -369,6 +369,12 @@ class SimScheduler:
         reason = f"cancelled by {who}" + (f": {comment}" if comment else "")
         self._end_now(obj, "CANCELLED", reason, None)
 
+    def state_of(self, object_id: str) -> str | None:
+        """One object's state word (None for an id it never had), like ``squeue -j``."""
+        self._call()
+        obj = self._objects.get(object_id)
+        return None if obj is None else self._row(obj).state
+
     def list(self, job_ids: Sequence[str]) -> list[Row]:
         """Every object tagged with one of these job ids, in one answer."""
         self._call()

@@ -1,0 +1,110 @@
+"""The kit catches broken adapters, each by the test that names its fault (and no other).
+
+Each adapter is a real distribution for the run: a ``*.dist-info`` with its entry points
+is put on ``sys.path`` of an in-process pytest session, which runs the kit with
+``--dispatch-backend NAME`` exactly as ``dispatch-conformance NAME`` does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+HERE = Path(__file__).parent
+ADAPTERS = (HERE / "kit_broken_adapters.py").read_text()
+
+
+def install(pytester: pytest.Pytester, entry_points: str, module: str = ADAPTERS) -> None:
+    """Make a tiny installed distribution registered only by its entry points."""
+    pytester.makepyfile(kit_broken_adapters=module)
+    info = pytester.mkdir("kit_broken_adapters-0.1.dist-info")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: kit-broken-adapters\nVersion: 0.1\n"
+    )
+    (info / "entry_points.txt").write_text(entry_points)
+    pytester.syspathinsert()
+    pytester.makeini("[pytest]\nxfail_strict = true\n")
+
+
+def register(name: str, backend: str, harness: str) -> str:
+    return (
+        f"[dispatch.backends]\n{name} = kit_broken_adapters:{backend}\n"
+        f"[dispatch.harnesses]\n{name} = kit_broken_adapters:{harness}\n"
+    )
+
+
+def failed_tests(result: pytest.RunResult) -> set[str]:
+    _, _, failed = result.reprec.listoutcomes()  # type: ignore[attr-defined]
+    return {report.nodeid.split("::")[-1] for report in failed}
+
+
+def run_kit(pytester: pytest.Pytester, name: str, backend: str, harness: str) -> pytest.RunResult:
+    install(pytester, register(name, backend, harness))
+    return pytester.runpytest_inprocess("--dispatch-backend", name, "-p", "no:cacheprovider")
+
+
+def test_kit_passes_the_simulated_backend(pytester: pytest.Pytester) -> None:
+    """S-30: the simulated scheduler's adapter passes every kit test (the control)."""
+    pytester.makeini("[pytest]\nxfail_strict = true\n")
+    result = pytester.runpytest_inprocess("--dispatch-backend", "simulated")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) >= 20 and "failed" not in outcomes, outcomes
+    assert failed_tests(result) == set()
+
+
+@pytest.mark.parametrize(
+    ("name", "backend", "harness", "expected"),
+    [
+        pytest.param(
+            "misclassifies",
+            "MisclassifyingBackend",
+            "MisclassifyingHarness",
+            {"test_scenario[preempted]", "test_scenario[native-recovery]"},
+            id="misclassifies",
+        ),
+        pytest.param(
+            "swallows-unreachable",
+            "SwallowingBackend",
+            "SwallowingHarness",
+            {"test_unreachable_raises_never_a_state"},
+            id="swallows-unreachable",
+        ),
+        pytest.param(
+            "fussy-stop",
+            "FussyStopBackend",
+            "FussyStopHarness",
+            {"test_stop_is_idempotent", "test_stopping_an_ended_object_keeps_its_ending"},
+            id="stop-not-idempotent",
+        ),
+        pytest.param(
+            "per-job",
+            "PerJobBackend",
+            "PerJobHarness",
+            {"test_discovery_costs_constant_calls"},
+            id="discovers-per-job",
+        ),
+    ],
+)
+def test_kit_fails_a_broken_adapter_on_the_right_tests(
+    pytester: pytest.Pytester, name: str, backend: str, harness: str, expected: set[str]
+) -> None:
+    """S-4, S-5, S-30, S-32: each deliberately broken adapter fails exactly the kit tests
+    about its fault; everything it does right still passes."""
+    result = run_kit(pytester, name, backend, harness)
+    assert failed_tests(result) == expected, result.stdout.str()[-3000:]
+    assert result.parseoutcomes()["passed"] >= 18
+
+
+def test_kit_failure_says_what_was_misclassified(pytester: pytest.Pytester) -> None:
+    """S-4: the misclassification report names the kind expected and the kind given."""
+    result = run_kit(pytester, "misclassifies", "MisclassifyingBackend", "MisclassifyingHarness")
+    result.stdout.fnmatch_lines(["*preempted: misclassified as non-zero-exit, expected preempted*"])
+
+
+def test_kit_reports_unreachable_swallowed_into_an_answer(pytester: pytest.Pytester) -> None:
+    """S-5: the failure names the call that answered instead of raising Unreachable."""
+    result = run_kit(pytester, "swallows-unreachable", "SwallowingBackend", "SwallowingHarness")
+    result.stdout.fnmatch_lines(["*answered instead of raising Unreachable*discover*"])
