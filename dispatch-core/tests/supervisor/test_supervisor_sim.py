@@ -1,0 +1,212 @@
+"""The supervisor on the simulated scheduler and a real SQLite record (S-22, S-32..S-35)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dispatch import Action, CauseKind, JobSpec, Registry, State
+from dispatch.errors import RecordConflict
+from dispatch.jobs import create_job, load_job, status_of
+from dispatch.store import open_store
+from dispatch.supervisor import Supervisor
+from dispatch_testing.simulated import SimScheduler, SimulatedBackend
+from dispatch_testing.simulated.scheduler import exit_with, runs_forever, succeed
+
+from core_bench import policy
+
+SPEC = JobSpec(command=("python", "train.py"))
+PREEMPT = ([CauseKind.PREEMPTED], Action.RESUBMIT, 2)
+EXIT_HOLD = ([CauseKind.NON_ZERO_EXIT], Action.HOLD, None)
+
+
+class Rig:
+    def __init__(self, tmp: Path) -> None:
+        self.sched = SimScheduler()
+        self.registry = Registry.from_plugins({"simulated": SimulatedBackend(self.sched)})
+        self.store = open_store(f"sqlite:///{tmp}/record.db")
+        self.sup = self.supervisor("sup-a")
+
+    def supervisor(self, owner: str) -> Supervisor:
+        return Supervisor(self.store, self.registry, owner=owner, clock=self.sched.now)
+
+    def job(self, *rules, job_id: str | None = None) -> str:  # type: ignore[no-untyped-def]
+        return create_job(self.store, self.registry, backend="simulated", spec=SPEC,
+                          policy=policy(*rules), job_id=job_id, now=self.sched.now())
+
+    def status(self, job_id: str):  # type: ignore[no-untyped-def]
+        return status_of(self.store, self.registry, job_id)
+
+    def objects(self, job_id: str) -> list:  # type: ignore[type-arg]
+        return [o for o in self.sched.objects() if o.tags[SimScheduler.TAG_JOB] == job_id]
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Rig:
+    return Rig(tmp_path)
+
+
+def test_one_discovery_call_for_all_jobs_of_a_tick_S32(rig: Rig) -> None:
+    ids = [rig.job(PREEMPT) for _ in range(60)]
+    rig.sup.tick()
+    rig.sched.advance(0.5)
+    before = rig.sched.calls
+    report = rig.sup.tick()
+    assert report.discovery_calls == {"simulated": 1}
+    assert rig.sched.calls - before == 1  # nothing else to do: one listing for 60 jobs
+    assert all(rig.status(j).state is State.RUNNING for j in ids)
+
+
+def test_preempted_job_is_resubmitted_by_the_supervisor_S13_S22(rig: Rig) -> None:
+    job = rig.job(PREEMPT, EXIT_HOLD)
+    rig.sched.plan(job, 1, runs_forever())
+    rig.sched.plan(job, 2, succeed(after=5))
+    rig.sup.tick()
+    rig.sched.advance(1)
+    (obj,) = rig.objects(job)
+    rig.sched.preempt(obj.object_id)
+    rig.sup.tick()
+    assert rig.status(job).state in (State.RECOVERING, State.RUNNING)
+    rig.sched.advance(10)
+    rig.sup.tick()
+    st = rig.status(job)
+    assert (st.state, st.settled) == (State.SUCCEEDED, True)
+    assert [h.event for h in st.history] == ["recovery-started", "outcome-committed"]
+    assert st.budgets == {"rule 1": 1}
+
+
+def test_exit_1_is_held_then_released_by_a_person_S14(rig: Rig) -> None:
+    from dispatch.jobs import append_request
+    from dispatch.requests import resubmit
+
+    job = rig.job(PREEMPT, EXIT_HOLD)
+    rig.sched.plan(job, 1, exit_with(1, after=2))
+    rig.sched.plan(job, 2, succeed(after=1))
+    rig.sup.tick()
+    rig.sched.advance(3)
+    rig.sup.tick()
+    assert rig.status(job).state is State.HELD
+    rig.sched.advance(60)
+    rig.sup.tick()
+    assert rig.status(job).state is State.HELD and len(rig.objects(job)) == 1  # stays held
+    append_request(rig.store, load_job(rig.store, job), resubmit(load_job(rig.store, job), actor="ann", now=rig.sched.now()))
+    rig.sup.tick()
+    rig.sched.advance(2)
+    rig.sup.tick()
+    assert rig.status(job).state is State.SUCCEEDED
+
+
+def test_submit_lost_in_a_crash_is_adopted_not_repeated_S34(rig: Rig) -> None:
+    job = rig.job(PREEMPT)
+    rig.sched.plan(job, 1, runs_forever())
+
+    class Crash(Exception):
+        pass
+
+    def crash(step: str) -> None:
+        if step == "submitted":
+            raise Crash(step)
+
+    dying = Supervisor(rig.store, rig.registry, owner="dying", clock=rig.sched.now, step=crash,
+                       lease_ttl=timedelta(seconds=10))
+    with pytest.raises(Crash):
+        dying.tick()
+    assert len(rig.objects(job)) == 1
+    assert load_job(rig.store, job).current.object_id is None  # type: ignore[union-attr]
+    rig.sched.advance(11)  # the dead supervisor's lease runs out
+    fresh = rig.supervisor("fresh")
+    fresh.tick()
+    sub = load_job(rig.store, job).current
+    assert sub is not None and sub.adopted and sub.object_id == rig.objects(job)[0].object_id
+    assert len(rig.objects(job)) == 1  # nothing submitted twice
+
+
+def test_second_object_for_one_submission_is_stopped_as_duplicate_S34(rig: Rig) -> None:
+    job = rig.job(PREEMPT)
+    rig.sched.plan(job, 1, runs_forever(), runs_forever())
+    rig.sched.duplicate_next(job, 1)
+    rig.sup.tick()
+    rig.sched.advance(1)
+    rig.sup.tick()
+    objs = rig.objects(job)
+    assert len(objs) == 2
+    kept = load_job(rig.store, job).current.object_id  # type: ignore[union-attr]
+    other = next(o for o in objs if o.object_id != kept)
+    assert other.ended and "second object for submission 1" in " ".join(str(e.reason) for e in other.executions)
+    assert rig.status(job).state is State.RUNNING
+
+
+def test_intent_is_recorded_before_the_submit_S34(rig: Rig) -> None:
+    job = rig.job(PREEMPT)
+    seen: list[list[str]] = []
+
+    def step(name: str) -> None:
+        if name == "intent-recorded":
+            seen.append([e.type for e in rig.store.read(job)])
+
+    Supervisor(rig.store, rig.registry, owner="x", clock=rig.sched.now, step=step).tick()
+    assert seen[0] == ["job-created", "submission-requested"]
+    assert len(rig.objects(job)) == 1
+    assert [e.type for e in rig.store.read(job)][-1] == "submission-created"
+
+
+def test_only_one_supervisor_acts_on_a_job_S35(rig: Rig) -> None:
+    job = rig.job(PREEMPT)
+    other = rig.supervisor("sup-b")
+    first = rig.sup.tick()
+    second = other.tick()
+    assert (first.leased, second.leased) == (1, 0)
+    assert len(rig.objects(job)) == 1
+
+
+def test_stale_supervisor_cannot_append_after_takeover_S35(rig: Rig) -> None:
+    from dispatch.store.base import Lease
+
+    job = rig.job(PREEMPT)
+    now = rig.sched.now()
+    (old,) = rig.store.acquire_leases([job], "old", timedelta(seconds=5), now).values()
+    rig.store.acquire_leases([job], "new", timedelta(seconds=5), now + timedelta(seconds=6))
+    version = load_job(rig.store, job).version
+    from dispatch.requests import cancel
+
+    events = cancel(load_job(rig.store, job), actor="old-sup", now=now)
+    with pytest.raises(RecordConflict):
+        rig.store.append(job, version, events, lease=Lease(job, "old", old.token, old.expires_at))
+    assert load_job(rig.store, job).version == version
+
+
+def test_unreachable_scheduler_changes_nothing_and_backs_off_S5(rig: Rig) -> None:
+    job = rig.job(PREEMPT)
+    rig.sched.plan(job, 1, runs_forever())
+    rig.sup.tick()
+    rig.sched.advance(1)
+    version = load_job(rig.store, job).version
+    rig.sched.go_down()
+    report = rig.sup.tick()
+    assert "simulated" in report.unreachable and report.appended == 0
+    assert load_job(rig.store, job).version == version
+    calls = rig.sched.calls
+    rig.sup.tick()  # inside the back-off: not even asked
+    assert rig.sched.calls == calls
+    rig.sched.come_up()
+    rig.sched.advance(5)
+    assert rig.sup.tick().unreachable == {}
+    assert rig.status(job).state is State.RUNNING
+
+
+def test_cancel_through_the_record_stops_the_object_S12(rig: Rig) -> None:
+    from dispatch.jobs import append_request
+    from dispatch.requests import cancel
+
+    job = rig.job(PREEMPT)
+    rig.sched.plan(job, 1, runs_forever())
+    rig.sup.tick()
+    rig.sched.advance(1)
+    append_request(rig.store, load_job(rig.store, job), cancel(load_job(rig.store, job), actor="bob", now=rig.sched.now()))
+    rig.sup.tick()
+    rig.sched.advance(1)
+    rig.sup.tick()
+    st = rig.status(job)
+    assert st.state is State.CANCELLED and st.cause is not None and st.cause.actor == "bob"
