@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
-
 from dispatch.cause import Cause
 from dispatch.declarations import Declarations
 from dispatch.enums import CauseKind, Provenance, State
@@ -112,7 +111,10 @@ class SQLiteHarness:
             db.close()
 
     def child_open(self) -> str:
-        return f"from dispatch.store.sqlite import SQLiteStore; store = SQLiteStore({str(self.path)!r})"
+        return (
+            "from dispatch.store.sqlite import SQLiteStore; "
+            f"store = SQLiteStore({str(self.path)!r})"
+        )
 
 
 @dataclass

@@ -14,7 +14,6 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
 from dispatch.enums import State
 from dispatch.errors import BadInput, DecodeError, RecordConflict, UnknownJob
 from dispatch.store import Batch, Lease, LeaseConflict, VersionConflict

@@ -41,7 +41,7 @@ def default_store_path() -> Path:
 
 
 def default_store_url() -> str:
-    return f"sqlite:///{default_store_path()}"
+    return f"sqlite://{default_store_path()}"
 
 
 def redact(url: str) -> str:
@@ -66,12 +66,13 @@ def _bad_url(url: str, why: str) -> BadInput:
 
 def sqlite_path(url: str) -> Path:
     """The file a ``sqlite:`` URL names: three slashes for an absolute path, none for a
-    relative one (resolved against the working directory), as SQLAlchemy spells them."""
+    relative one (resolved against the working directory). SQLAlchemy's four slashes for an
+    absolute path are accepted too."""
     rest = url[len("sqlite:") :]
     if rest.startswith("//"):
         if not rest.startswith("///"):
             raise _bad_url(url, "a sqlite URL has no host; use three slashes for an absolute path")
-        path = rest[2:]
+        path = "/" + rest.lstrip("/")
     else:
         path = rest
     if "?" in path or "#" in path:

@@ -102,7 +102,14 @@ def _describe(dsn: str) -> str:
 class PostgresStore(RecordStore):
     """A record store in a PostgreSQL database (or in ``schema`` of it, created if missing)."""
 
-    def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: int = 10) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        connect_timeout: int = 10,
+        application_name: str = "dispatch",
+    ) -> None:
         try:
             import psycopg  # noqa: F401
         except ImportError as exc:
@@ -113,6 +120,7 @@ class PostgresStore(RecordStore):
         self._dsn = dsn
         self._schema = schema
         self._connect_timeout = connect_timeout
+        self._application_name = application_name
         self.location = _describe(dsn) + (f" (schema {schema})" if schema else "")
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
@@ -129,7 +137,10 @@ class PostgresStore(RecordStore):
 
         try:
             conn = psycopg.connect(
-                self._dsn, autocommit=True, connect_timeout=self._connect_timeout
+                self._dsn,
+                autocommit=True,
+                connect_timeout=self._connect_timeout,
+                application_name=self._application_name,
             )
         except psycopg.Error as exc:
             raise Unreachable(

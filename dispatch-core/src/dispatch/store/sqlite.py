@@ -110,7 +110,7 @@ class SQLiteStore(RecordStore):
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = Path(path)
-        self.location = f"sqlite:///{self.path.absolute()}"
+        self.location = f"sqlite://{self.path.absolute()}"
         self._lock = threading.RLock()
         self._closed = False
         try:
@@ -161,6 +161,12 @@ class SQLiteStore(RecordStore):
         except sqlite3.OperationalError as exc:
             self._rollback()
             raise Unreachable(f"record store {self.location}: {what} failed: {exc}") from exc
+        except sqlite3.IntegrityError as exc:
+            self._rollback()
+            raise RecordConflict(
+                f"record store {self.location}: {what} refused by the (job_id, seq) key: {exc}; "
+                "read the records again"
+            ) from exc
         except sqlite3.DatabaseError as exc:
             self._rollback()
             raise BadInput(
@@ -259,13 +265,7 @@ class SQLiteStore(RecordStore):
             )
             return result
 
-        try:
-            return self._write("append", body)
-        except sqlite3.IntegrityError as exc:
-            raise RecordConflict(
-                f"record store {self.location}: append refused by the (job_id, seq) key: {exc}; "
-                "read the records again"
-            ) from exc
+        return self._write("append", body)
 
     def read(self, job_id: str, after: int = 0) -> list[Event]:
         check_job_ids([job_id], "read")
