@@ -17,6 +17,9 @@
 #                        auto: use it when a cgroup v1 memory hierarchy is writable
 #   SLURMD_TIMEOUT=10    seconds before a silent slurmd's node is declared down; kept
 #                        short so the node-failure test does not wait Slurm's 300 s default
+#   NODE_CPUS=16         CPUs the node declares (SlurmdParameters=config_overrides lets
+#                        it declare more than nproc): the live tests run many sleeping
+#                        jobs at once and preempt some with a job that needs them all
 #
 # It always ends by printing `cgroup-memory-enforcement: yes|no (why)`, also written to
 # $DISPATCH_SLURM_DIR/cgroup-memory, which the live tests read to know whether an
@@ -27,6 +30,7 @@ DIR=${DISPATCH_SLURM_DIR:-/var/tmp/dispatch-slurm}
 SKIP_APT=${SKIP_APT:-0}
 CGROUP=${CGROUP:-auto}
 SLURMD_TIMEOUT=${SLURMD_TIMEOUT:-10}
+NODE_CPUS=${NODE_CPUS:-16}
 NODE=$(hostname -s)
 MUNGE_PID=/run/munge/munged.pid
 MARIADB_PID=/run/mysqld/mysqld.pid
@@ -154,7 +158,7 @@ write_if_changed() {
 
 write_config() {
   local changed=0 cpus mem proctrack task
-  cpus=$(nproc)
+  cpus=$NODE_CPUS
   # below MemTotal, or slurmd registers less than configured and the node drains
   mem=$(awk '/^MemTotal:/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
   if [[ $CGROUP_USED == yes ]]; then
@@ -226,6 +230,7 @@ PreemptMode=REQUEUE
 MinJobAge=86400
 MaxJobCount=100000
 ReturnToService=2
+SlurmdParameters=config_overrides
 SlurmdTimeout=$SLURMD_TIMEOUT
 InactiveLimit=0
 KillWait=5

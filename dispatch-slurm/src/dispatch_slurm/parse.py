@@ -48,7 +48,7 @@ SACCT_FIELDS = (
     "Partition",
     "Comment",
 )
-_NO_TIME = {"", "Unknown", "N/A", "None", "(null)"}
+_NO_TIME = {"", "Unknown", "N/A", "None", "NONE", "(null)"}
 
 
 class ParseError(BadInput):

@@ -1,0 +1,62 @@
+"""Fixtures for dispatch-slurm's tests.
+
+Live tests need the real single-host Slurm that ``scripts/start-slurm.sh`` builds. The
+session fixture runs that script (idempotent; ``SKIP_APT=1`` when Slurm is already
+installed) and fails loudly when ``sinfo`` still cannot reach a controller: a live test
+never skips silently.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dispatch_slurm.backend import SlurmBackend
+from dispatch_slurm.provoke import Provoker
+
+PACKAGE = Path(__file__).resolve().parents[1]
+START = PACKAGE / "scripts" / "start-slurm.sh"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> str:
+    env = dict(os.environ)
+    if shutil.which("sbatch") and shutil.which("slurmctld"):
+        env["SKIP_APT"] = "1"
+    done = subprocess.run(["bash", str(START)], env=env, capture_output=True, text=True,
+                          timeout=900, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"scripts/start-slurm.sh failed ({done.returncode}):\n{done.stdout}\n"
+                    f"{done.stderr}", pytrace=False)
+    sinfo = subprocess.run(["sinfo", "-h", "-o", "%P %a %T"], capture_output=True, text=True,
+                           timeout=60, check=False)
+    if sinfo.returncode != 0 or not sinfo.stdout.strip():
+        pytest.fail(f"sinfo cannot reach the Slurm controller: {sinfo.stderr}", pytrace=False)
+    cgroup = [line for line in done.stdout.splitlines() if "cgroup-memory-enforcement" in line]
+    print(f"\n[dispatch-slurm live] {cgroup[0] if cgroup else 'cgroup: not reported'}")
+    return sinfo.stdout
+
+
+@pytest.fixture
+def workdir() -> Iterator[str]:
+    path = tempfile.mkdtemp(prefix="dispatch-slurm-live-", dir="/var/tmp")
+    os.chmod(path, 0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def backend(slurm_cluster: str) -> SlurmBackend:
+    return SlurmBackend()
+
+
+@pytest.fixture
+def provoker(backend: SlurmBackend, workdir: str) -> Provoker:
+    return Provoker(backend.dispatch_submit, workdir)
