@@ -1,0 +1,1 @@
+"""Kit harnesses for backends that ship without one of their own (the core's ``local``)."""
