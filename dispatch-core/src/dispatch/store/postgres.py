@@ -251,16 +251,12 @@ class PostgresStore(RecordStore):
                 else:
                     ok.append(item)
                     result[job_id] = item.version
-            rows = [row for item in ok for row in item.rows]
-            if rows:
-                columns = list(zip(*rows, strict=True))
-                conn.execute(
-                    "INSERT INTO dispatch_events (job_id, seq, type, at, body) "
-                    "SELECT j, s, t, a, b FROM unnest(%s::text[], %s::int[], %s::text[], "
-                    "%s::timestamptz[], %s::text[]) WITH ORDINALITY AS u(j, s, t, a, b, n) "
-                    "ORDER BY n",
-                    [list(c) for c in columns],
-                )
+            with conn.cursor().copy(
+                "COPY dispatch_events (job_id, seq, type, at, body) FROM STDIN"
+            ) as copy:
+                for item in ok:
+                    for row in item.rows:
+                        copy.write_row(row)
             created = [i for i in ok if i.created is not None]
             if created:
                 conn.execute(
