@@ -1,0 +1,1 @@
+"""dispatch-example: a tiny third-party dispatch backend and its conformance harness."""
