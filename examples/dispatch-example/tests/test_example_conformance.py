@@ -3,9 +3,8 @@
 ``dispatch-conformance example`` runs the same tests from the entry points alone.
 """
 
-from dispatch_testing.suite import BackendConformance
-
 from dispatch_example.harness import ExampleHarness
+from dispatch_testing.suite import BackendConformance
 
 
 class TestExampleConformance(BackendConformance):
