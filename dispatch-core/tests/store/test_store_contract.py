@@ -104,6 +104,18 @@ class TestRecordStoreContract:
         assert f"job {job!r}" in str(refused.value)
         assert snapshot(harness) == before
 
+    @pytest.mark.parametrize("job_id", ["", "job\x00a"])
+    def test_unstorable_job_id_is_refused_everywhere_S36(self, harness, store, ev, job_id):
+        """An id one store would keep and the other refuse is refused by both, up front."""
+        created = ev.created("job-a").model_copy(update={"job_id": job_id})
+        with pytest.raises(BadInput, match="job id must be a non-empty string"):
+            store.append(job_id, 0, [created])
+        with pytest.raises(BadInput, match="job id"):
+            store.read(job_id)
+        with pytest.raises(BadInput, match="job id"):
+            store.acquire_leases([job_id], "sup", TTL, T0)
+        assert snapshot(harness) == ([], [], [])
+
     def test_first_event_must_be_job_created_names_position_S36(self, store, ev):
         with pytest.raises(BadInput, match=r"event 1 of 1 \(submission-requested\).*job-created"):
             store.append("job-b", 0, [ev.requested("job-b", 1)])

@@ -126,8 +126,7 @@ def prepare(batches: Iterable[Batch]) -> list[Prepared]:
             raise BadInput(f"append_many takes Batch values, got {type(batch).__name__}")
         job_id = batch.job_id
         where = f"append to job {job_id!r}"
-        if not isinstance(job_id, str) or not job_id:
-            raise BadInput(f"append: job id must be a non-empty string, got {job_id!r}")
+        check_job_ids([job_id], "append")
         if job_id in seen:
             raise BadInput(f"{where}: the job appears twice in one append_many call; merge them")
         seen.add(job_id)
@@ -164,6 +163,9 @@ def prepare(batches: Iterable[Batch]) -> list[Prepared]:
                     f"{at} is job-created at seq {want}; a job is created once, at seq 1"
                 )
             if isinstance(event, JobCreated):
+                for name, text in (("name", event.name), ("backend", event.backend)):
+                    if "\x00" in text:
+                        raise BadInput(f"{at} (job-created): {name} {text!r} holds a NUL character")
                 created = event
             if isinstance(event, OutcomeCommitted):
                 outcome = State(event.state)
@@ -204,8 +206,10 @@ def check_job_ids(job_ids: Iterable[str], what: str) -> list[str]:
         raise BadInput(f"{what} takes a list of job ids, got the string {job_ids!r}")
     ids = sorted(set(job_ids))
     for job_id in ids:
-        if not isinstance(job_id, str) or not job_id:
-            raise BadInput(f"{what}: job id must be a non-empty string, got {job_id!r}")
+        if not isinstance(job_id, str) or not job_id or "\x00" in job_id:
+            raise BadInput(
+                f"{what}: job id must be a non-empty string without NUL characters, got {job_id!r}"
+            )
     return ids
 
 

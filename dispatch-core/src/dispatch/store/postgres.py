@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dispatch.enums import State
-from dispatch.errors import BadInput, DecodeError, RecordConflict, Unreachable
+from dispatch.errors import BadInput, DecodeError, DispatchError, RecordConflict, Unreachable
 from dispatch.events import Event
 from dispatch.store.base import (
     Batch,
@@ -187,10 +187,15 @@ class PostgresStore(RecordStore):
             yield
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise Unreachable(f"record store {self.location}: {what} failed: {exc}") from exc
-        except psycopg.errors.InsufficientPrivilege as exc:
+        except psycopg.errors.UniqueViolation as exc:
+            raise RecordConflict(
+                f"record store {self.location}: {what} refused by the (job_id, seq) key: {exc}; "
+                "read the records again"
+            ) from exc
+        except (psycopg.errors.InsufficientPrivilege, psycopg.DataError) as exc:
             raise BadInput(f"record store {self.location}: {what} refused: {exc}") from exc
         except psycopg.Error as exc:
-            raise Unreachable(
+            raise DispatchError(
                 f"record store {self.location}: {what} failed in the database: {exc}"
             ) from exc
 
@@ -288,17 +293,7 @@ class PostgresStore(RecordStore):
                 )
             return result
 
-        try:
-            return self._transaction("append", body)
-        except Unreachable as exc:
-            import psycopg
-
-            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
-                raise RecordConflict(
-                    f"record store {self.location}: append refused by the (job_id, seq) key: "
-                    f"{exc.__cause__}; read the records again"
-                ) from exc.__cause__
-            raise
+        return self._transaction("append", body)
 
     def read(self, job_id: str, after: int = 0) -> list[Event]:
         check_job_ids([job_id], "read")
