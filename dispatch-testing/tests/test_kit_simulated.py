@@ -1,0 +1,217 @@
+"""The simulated scheduler and its adapter: the faults the supervisor's tests rely on."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from dispatch import (
+    Backend,
+    Cause,
+    CauseKind,
+    JobSpec,
+    ObjectView,
+    Phase,
+    Provenance,
+    Registry,
+    Resources,
+    Unreachable,
+)
+from dispatch.errors import BadInput
+from dispatch_testing.simulated import SimScheduler, SimulatedBackend
+from dispatch_testing.simulated import scheduler as sim
+
+LONG = JobSpec(command=("sleep", "3600"))
+STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="ann", detail="no")
+
+
+@pytest.fixture
+def scheduler() -> SimScheduler:
+    return SimScheduler(nodes=4)
+
+
+@pytest.fixture
+def backend(scheduler: SimScheduler) -> Backend:
+    return Registry.from_plugins({"simulated": SimulatedBackend(scheduler)}).get("simulated")
+
+
+def only(backend: Backend, job_id: str) -> ObjectView:
+    (obj,) = backend.discover([job_id]).of_job(job_id)
+    return obj
+
+
+def test_sim_time_passes_only_when_advanced(scheduler: SimScheduler, backend: Backend) -> None:
+    backend.submit("a", 1, JobSpec(command=("sleep", "30")), False)
+    start = scheduler.now()
+    assert only(backend, "a").phase is Phase.RUNNING
+    scheduler.advance(29)
+    assert only(backend, "a").phase is Phase.RUNNING
+    scheduler.advance(1)
+    obj = only(backend, "a")
+    assert obj.phase is Phase.ENDED and obj.cause and obj.cause.kind is CauseKind.NONE
+    assert obj.executions[0].ended_at == start + timedelta(seconds=30)
+
+
+def test_sim_preemption_keeps_the_schedulers_words(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    """S-2: detail is the scheduler's reason verbatim."""
+    object_id = backend.submit("a", 1, LONG, False)
+    scheduler.preempt(object_id, "Preempted by job 99 (partition urgent)")
+    cause = only(backend, "a").cause
+    assert cause is not None
+    assert (cause.kind, cause.provenance) == (CauseKind.PREEMPTED, Provenance.SCHEDULER)
+    assert cause.detail == "Preempted by job 99 (partition urgent)"
+
+
+def test_sim_node_loss_can_keep_reporting_running(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    """S-26: the FailureTarget case: running, with cause node-lost, for as long as it lasts."""
+    scheduler.plan("a", 1, sim.node_loss(10, keeps_running=True))
+    backend.submit("a", 1, LONG, False)
+    scheduler.advance(3600)
+    obj = only(backend, "a")
+    assert obj.phase is Phase.RUNNING
+    assert obj.cause is not None and obj.cause.kind is CauseKind.NODE_LOST
+
+
+def test_sim_unreachable_period_raises_then_recovers(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    """S-5."""
+    backend.submit("a", 1, LONG, False)
+    scheduler.go_down(seconds=60)
+    with pytest.raises(Unreachable, match="connection refused"):
+        backend.discover(["a"])
+    with pytest.raises(Unreachable):
+        backend.submit("b", 1, LONG, False)
+    scheduler.advance(60)
+    assert only(backend, "a").phase is Phase.RUNNING
+    assert backend.discover(["b"]).objects == ()
+
+
+def test_sim_slow_answers_move_the_clock(scheduler: SimScheduler, backend: Backend) -> None:
+    scheduler.latency = 7.5
+    before = scheduler.now()
+    discovery = backend.discover(["a"])
+    assert discovery.at == before + timedelta(seconds=7.5)
+
+
+def test_sim_duplicate_objects_share_the_tags(scheduler: SimScheduler, backend: Backend) -> None:
+    """S-34: what a crash-retried submit leaves behind: two objects for one submission."""
+    scheduler.duplicate_next("a", 1)
+    returned = backend.submit("a", 1, LONG, False)
+    objects = backend.discover(["a"]).of_job("a")
+    assert len(objects) == 2 and {o.submission for o in objects} == {1}
+    assert returned in {o.object_id for o in objects}
+
+
+def test_sim_objects_vanish_from_listings_and_come_back(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    object_id = backend.submit("a", 1, LONG, False)
+    scheduler.hide(object_id, seconds=30)
+    assert backend.discover(["a"]).objects == ()
+    scheduler.advance(30)
+    assert only(backend, "a").object_id == object_id
+
+
+def test_sim_unmappable_answer_is_unknown_verbatim(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    """S-4: never stretched to another kind."""
+    object_id = backend.submit("a", 1, LONG, False)
+    scheduler.garble(object_id, "REVOKED_BY_FEDERATION")
+    obj = only(backend, "a")
+    assert obj.cause is not None and obj.cause.kind is CauseKind.UNKNOWN
+    assert obj.cause.detail == "REVOKED_BY_FEDERATION"
+    assert obj.alive, "an unknown answer about a started object is not taken as its end"
+
+
+def test_sim_no_capacity_waits_then_runs(scheduler: SimScheduler, backend: Backend) -> None:
+    """S-39: pending with the scheduler's reason while the nodes are busy."""
+    wide = JobSpec(command=("sleep", "100"), resources=Resources(nodes=3))
+    backend.submit("a", 1, wide, False)
+    backend.submit("b", 1, wide, False)
+    waiting = only(backend, "b")
+    assert waiting.phase is Phase.PENDING
+    assert waiting.cause is not None and waiting.cause.kind is CauseKind.NO_CAPACITY
+    scheduler.advance(100)
+    assert only(backend, "b").phase is Phase.RUNNING
+    backend.submit("c", 1, JobSpec(command=("true",), resources=Resources(nodes=5)), False)
+    scheduler.advance(10_000)
+    assert only(backend, "c").cause.kind is CauseKind.NO_CAPACITY  # type: ignore[union-attr]
+
+
+def test_sim_time_limit_oom_exit_and_launch_failure(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    limited = LONG.model_copy(update={"resources": Resources(time_limit=timedelta(seconds=5))})
+    backend.submit("t", 1, limited, False)
+    scheduler.plan("m", 1, sim.out_of_memory(2))
+    backend.submit("m", 1, LONG, False)
+    scheduler.plan("x", 1, sim.exit_with(42, 2))
+    backend.submit("x", 1, LONG, False)
+    scheduler.plan("l", 1, sim.launch_failure("BootFail: image not found"))
+    backend.submit("l", 1, LONG, False)
+    scheduler.advance(10)
+    causes = {j: only(backend, j).cause for j in "tmxl"}
+    assert {j: c.kind for j, c in causes.items() if c} == {
+        "t": CauseKind.TIME_LIMIT,
+        "m": CauseKind.OUT_OF_MEMORY,
+        "x": CauseKind.NON_ZERO_EXIT,
+        "l": CauseKind.LAUNCH_FAILED,
+    }
+    assert causes["x"] is not None and causes["x"].exit_code == 42
+    assert causes["l"] is not None and causes["l"].detail == "BootFail: image not found"
+
+
+def test_sim_native_requeue_makes_new_executions_within_its_count(
+    scheduler: SimScheduler, backend
+) -> None:  # type: ignore[no-untyped-def]
+    """S-38: each native requeue is a new execution of the same object."""
+    spec = LONG.model_copy(update={"options": {"requeue": "1"}})
+    object_id = backend.submit("a", 1, spec, False)
+    scheduler.preempt(object_id)
+    obj = only(backend, "a")
+    assert obj.alive and len(obj.executions) == 2
+    assert obj.executions[0].cause is not None
+    assert obj.executions[0].cause.kind is CauseKind.PREEMPTED
+    scheduler.preempt(object_id)
+    obj = only(backend, "a")
+    assert obj.phase is Phase.ENDED and len(obj.executions) == 2
+
+
+def test_sim_refuses_a_bad_option_and_creates_nothing(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    """S-36."""
+    with pytest.raises(BadInput, match="requeue='twice'"):
+        backend.submit("a", 1, LONG.model_copy(update={"options": {"requeue": "twice"}}), False)
+    assert backend.discover(["a"]).objects == ()
+
+
+def test_sim_stop_names_the_actor_and_is_idempotent(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    object_id = backend.submit("a", 1, LONG, False)
+    backend.stop(object_id, STOP)
+    backend.stop(object_id, STOP)
+    backend.stop("sim-999999", STOP)
+    cause = only(backend, "a").cause
+    assert cause is not None and (cause.kind, cause.actor) == (CauseKind.CANCELLED, "ann")
+    assert cause.detail == "cancelled by ann: no"
+
+
+def test_sim_discovery_of_ten_thousand_jobs_is_one_call(scheduler: SimScheduler) -> None:
+    """S-32: the supervisor benchmark's scale, counted in scheduler calls."""
+    big = SimScheduler()
+    backend = SimulatedBackend(big)
+    ids = [f"j{n}" for n in range(10_000)]
+    for job_id in ids:
+        backend.dispatch_submit(job_id, 1, LONG, False)
+    before = big.calls
+    discovery = backend.dispatch_discover([*ids, "nobody"])
+    assert big.calls - before == 1
+    assert len(discovery.objects) == 10_000
