@@ -103,7 +103,8 @@ def test_complete_is_ended_none() -> None:
     """S-19: the TrainJob's Complete condition ends the object with cause none."""
     view = see(trainjob(c("Complete", reason="AllJobsCompleted", message="jobset completed successfully")))
     assert view.phase is Phase.ENDED and view.cause is not None
-    assert view.cause.kind is CauseKind.NONE
+    assert view.cause.kind is CauseKind.NONE and view.cause.exit_code == 0
+    assert view.cause.provenance is Provenance.APPLICATION
     assert view.cause.detail == "AllJobsCompleted: jobset completed successfully"
     assert view.object_id == f"{NS}/{NAME}" and view.job_id == JOB_ID and view.submission == 1
 
@@ -327,9 +328,11 @@ def test_failure_target_without_failed_and_no_pod_evidence_is_node_lost() -> Non
 
 
 def test_deleted_after_a_recorded_stop_carries_the_stop_cause() -> None:
-    stop = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="ana", detail="cancelled by ana")
+    stop = Cause(kind=CauseKind.NODE_LOST, provenance=Provenance.ACTOR, actor="supervisor", detail="fence")
     view = see(trainjob(deleting=T1, annotations={tags.STOP: stop.to_json()}))
-    assert view.phase is Phase.ENDED and view.cause == stop
+    assert view.phase is Phase.ENDED
+    assert view.cause == Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="supervisor",
+                               detail="stopped by dispatch (node-lost): fence", at=at(T1))
 
 
 def test_deleted_without_a_recorded_stop_is_unknown() -> None:

@@ -48,8 +48,7 @@ SELECTOR_LIMIT = 40
 REPORTS = frozenset({
     CauseKind.NONE, CauseKind.PREEMPTED, CauseKind.NODE_LOST, CauseKind.OUT_OF_MEMORY,
     CauseKind.TIME_LIMIT, CauseKind.NON_ZERO_EXIT, CauseKind.LAUNCH_FAILED,
-    CauseKind.NO_CAPACITY, CauseKind.HELD, CauseKind.CANCELLED, CauseKind.DUPLICATE,
-    CauseKind.UNKNOWN,
+    CauseKind.NO_CAPACITY, CauseKind.HELD, CauseKind.CANCELLED, CauseKind.UNKNOWN,
 })
 
 

@@ -229,14 +229,21 @@ def _execution(index: int, ev: Evidence, cause: Cause | None, node_causes: tuple
 
 
 def stop_cause(tj: Obj) -> Cause | None:
-    """The stop dispatch recorded on the object before deleting it."""
-    raw = ((tj.get("metadata") or {}).get("annotations") or {}).get(tags.STOP)
+    """The stop dispatch recorded on the object before deleting it: the object was
+    cancelled by an actor (dispatch, on behalf of whoever asked), whatever the reason the
+    stop gave (a cancel, the node-loss fence, a duplicate); the reason stays in ``detail``."""
+    meta = tj.get("metadata") or {}
+    raw = (meta.get("annotations") or {}).get(tags.STOP)
     if not raw:
         return None
+    when = meta.get("deletionTimestamp")
     try:
-        return Cause.model_validate(json.loads(raw))
+        stop = Cause.model_validate(json.loads(raw))
     except (ValueError, TypeError):
-        return _cause(CauseKind.UNKNOWN, f"unreadable {tags.STOP} annotation: {raw}", None)
+        return _cause(CauseKind.UNKNOWN, f"unreadable {tags.STOP} annotation: {raw}", when)
+    detail = f"stopped by dispatch ({stop.kind.value})" + (f": {stop.detail}" if stop.detail else "")
+    return Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor=stop.actor or "dispatch",
+                 detail=detail, at=parse_time(when) or stop.at)
 
 
 def classify(ev: Evidence, remembered: Mapping[int, Cause] | None = None) -> ObjectView:
@@ -291,7 +298,8 @@ def classify(ev: Evidence, remembered: Mapping[int, Cause] | None = None) -> Obj
 
     # Terminal conditions.
     if (done := true(tj, "Complete")) is not None:
-        ok = _cause(CauseKind.NONE, _said(done), done.get("lastTransitionTime"))
+        ok = _cause(CauseKind.NONE, _said(done), done.get("lastTransitionTime"), exit_code=0,
+                    provenance=Provenance.APPLICATION)
         return view(Phase.ENDED, "Complete", ok, ok)
     if (failed := true(tj, "Failed")) is not None:
         reason, at = failed.get("reason") or "", failed.get("lastTransitionTime")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -41,12 +42,32 @@ JOB_NAME = "batch.kubernetes.io/job-name"
 QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
+GPUS_PER_NODE = 8
 
 LAUNCH_ERRORS = {
     "ErrImagePull": 'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found',
     "ImagePullBackOff": 'Back-off pulling image "{image}"',
     "CreateContainerConfigError": 'secret "missing-secret" not found',
 }
+
+
+_SHELL_EXIT = re.compile(r"\s*exit\s+(\d+)\s*")
+
+
+def command_exit(container: Obj) -> int | None:
+    """The emulated kubelet runs a few trivial commands for real: ``true``/``false`` and
+    ``sh -c 'exit N'`` end one step after they start; anything else runs until told."""
+    argv = [*(container.get("command") or []), *(container.get("args") or [])]
+    if argv[:1] == ["true"]:
+        return 0
+    if argv[:1] == ["false"]:
+        return 1
+    if len(argv) == 3 and argv[0] in ("sh", "/bin/sh", "bash", "/bin/bash") and argv[1] == "-c":
+        if argv[2].strip() == "true":
+            return 0
+        if m := _SHELL_EXIT.fullmatch(argv[2]):
+            return int(m.group(1))
+    return None
 
 
 def condition(obj: Obj, ctype: str) -> Obj | None:
@@ -74,8 +95,11 @@ class Cluster:
         self.launch_errors: dict[str, tuple[str, str]] = {}
         self.deadline_expired: set[str] = set()
         self.pending_restarts: dict[str, int] = {}
+        self.unschedulable: set[str] = set()
+        self.started: dict[str, int] = {}
         self._suffix = itertools.count(1)
         self._changed = False
+        self._pod_index: dict[tuple[str, str], list[Obj]] | None = None
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -143,11 +167,16 @@ class Cluster:
             return None
 
     def pods_of_job(self, job: Obj) -> list[Obj]:
-        name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
-        return sorted(
-            (p for p in self.store.items(POD, ns) if p["metadata"]["labels"].get(JOB_NAME) == name),
-            key=lambda p: p["metadata"]["name"],
-        )
+        """A job's pods, through an index rebuilt once per pass (a scan per job is O(N²))."""
+        if self._pod_index is None:
+            self._pod_index = {}
+            for pod in self.store.items(POD):
+                key = (pod["metadata"]["namespace"], pod["metadata"]["labels"].get(JOB_NAME, ""))
+                self._pod_index.setdefault(key, []).append(pod)
+        key = (job["metadata"]["namespace"], job["metadata"]["name"])
+        pods = [p for p in self._pod_index.get(key, []) if self.store.exists(POD, key[0], p["metadata"]["name"])]
+        self._pod_index[key] = pods
+        return sorted(pods, key=lambda p: p["metadata"]["name"])
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -157,6 +186,7 @@ class Cluster:
             self.step += 1
             for _ in range(20):
                 self._changed = False
+                self._pod_index = None
                 self.kueue()
                 self.trainer()
                 self.jobsets()
@@ -514,7 +544,7 @@ class Cluster:
         template = copy.deepcopy(job["spec"]["template"])
         labels = {**(template.get("metadata") or {}).get("labels", {}), JOB_NAME: meta["name"],
                   "batch.kubernetes.io/controller-uid": meta["uid"]}
-        self.create(POD, meta["namespace"], {
+        pod = self.create(POD, meta["namespace"], {
             "metadata": {
                 "name": f"{meta['name']}-{index}-{next(self._suffix):05x}",
                 "labels": labels,
@@ -524,6 +554,8 @@ class Cluster:
             "spec": {**template.get("spec", {}), "restartPolicy": template.get("spec", {}).get("restartPolicy", "OnFailure")},
             "status": {"phase": "Pending", "conditions": []},
         })
+        if self._pod_index is not None:
+            self._pod_index.setdefault((meta["namespace"], meta["name"]), []).append(pod)
 
     # -- scheduler and kubelet ---------------------------------------------------------
 
@@ -531,10 +563,20 @@ class Cluster:
         ready_nodes = sorted(n["metadata"]["name"] for n in self.store.items(NODE) if is_true(n, "Ready"))
         for pod in list(self.store.items(POD)):
             status, spec = pod["status"], pod["spec"]
+            uid = pod["metadata"]["uid"]
+            if status.get("phase") == "Running" and "deletionTimestamp" not in pod["metadata"]:
+                code = command_exit((spec.get("containers") or [{}])[0])
+                if code is not None and self.step > self.started.get(uid, self.step):
+                    self.terminate(pod, reason="Completed" if code == 0 else "Error", exit_code=code)
+                continue
             if status.get("phase") != "Pending" or "deletionTimestamp" in pod["metadata"]:
                 continue
+            jobset_name = pod["metadata"]["labels"].get(JOBSET_NAME, "")
             if not spec.get("nodeName"):
-                if not self.capacity or not ready_nodes:
+                gpus = int((((spec.get("containers") or [{}])[0].get("resources") or {}).get("limits") or {})
+                           .get("nvidia.com/gpu", 0))
+                if (not self.capacity or not ready_nodes or jobset_name in self.unschedulable
+                        or gpus > GPUS_PER_NODE):
                     total = len(list(self.store.items(NODE)))
                     self.set_condition(pod, "PodScheduled", "False", "Unschedulable",
                                        f"0/{total} nodes are available: {total} Insufficient nvidia.com/gpu. "
@@ -557,6 +599,7 @@ class Cluster:
                 continue
             status["phase"] = "Running"
             status["startTime"] = self.now()
+            self.started[uid] = self.step
             status["containerStatuses"] = [{
                 "name": container.get("name", "node"), "image": container.get("image", ""),
                 "ready": True, "restartCount": 0, "started": True,

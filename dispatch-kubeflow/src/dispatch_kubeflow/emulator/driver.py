@@ -14,11 +14,13 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from dispatch_kubeflow.emulator.admission import admit_trainjob, check_trainjob_update
-from dispatch_kubeflow.emulator.cluster import JOBSET_NAME, KUEUE_JOB_UID, LAUNCH_ERRORS, Cluster, is_true
+from dispatch_kubeflow.emulator.cluster import GPUS_PER_NODE, JOBSET_NAME, KUEUE_JOB_UID, LAUNCH_ERRORS, Cluster, is_true
 from dispatch_kubeflow.emulator.server import Request, RequestLog, Route, make_server
 from dispatch_kubeflow.emulator.store import (
     CLUSTER_RUNTIME,
@@ -94,11 +96,12 @@ class Emulator:
         self.host, self.port = host, port
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._paused = False
         for i in range(nodes):
             self.store.create(NODE, "", {
                 "metadata": {"name": f"gpu-node-{i}", "labels": {"kubernetes.io/hostname": f"gpu-node-{i}"}},
                 "spec": {},
-                "status": {"capacity": {"nvidia.com/gpu": "8"}, "conditions": [
+                "status": {"capacity": {"nvidia.com/gpu": str(GPUS_PER_NODE)}, "conditions": [
                     {"type": "Ready", "status": "True", "reason": "KubeletReady",
                      "message": "kubelet is posting ready status", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
             })
@@ -167,7 +170,7 @@ class Emulator:
                     body = admit_trainjob(self.store, ns, body, self.trainer_version, strict)
                 body.pop("status", None) if res is not TRAINJOB else None
                 created = self.store.create(res, ns, body)
-                self.cluster.reconcile()
+                self.reconcile()
                 return 201, created
             if request.method == "PATCH" and name is not None:
                 body = request.body
@@ -177,14 +180,14 @@ class Emulator:
                 if res is TRAINJOB and not where.status:
                     check_trainjob_update(self.store.raw(res, ns, name), body)
                 patched = self.store.patch(res, ns, name, body, status=where.status)
-                self.cluster.reconcile()
+                self.reconcile()
                 return 200, patched
             if request.method == "DELETE" and name is not None:
                 options = request.body or {}
                 policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
                 grace = options.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
                 answer = self.store.delete(res, ns, name, policy, None if grace is None else int(grace))
-                self.cluster.reconcile()
+                self.reconcile()
                 return 200, answer
         raise ApiError(405, "MethodNotAllowed", f"{request.method} is not supported on {request.path}")
 
@@ -202,7 +205,19 @@ class Emulator:
                 self.store.create(RUNTIME, namespace, body)
 
     def reconcile(self) -> None:
-        self.cluster.reconcile()
+        if not self._paused:
+            self.cluster.reconcile()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Controllers lag: requests inside are stored but reconciled once, on the way out
+        (a bulk load of hundreds of TrainJobs without one reconcile per create)."""
+        self._paused = True
+        try:
+            yield
+        finally:
+            self._paused = False
+            self.reconcile()
 
     # -- looking -----------------------------------------------------------------------
 
@@ -293,10 +308,22 @@ class Emulator:
                     pod["status"] = {"phase": "Pending", "conditions": pod["status"].get("conditions", [])}
             self.reconcile()
 
-    def set_capacity(self, available: bool) -> None:
-        """No node can take a new pod (``Unschedulable``) until capacity comes back."""
+    def set_capacity(self, available: bool, *, only: str | None = None) -> None:
+        """No node can take a new pod (``Unschedulable``) until capacity comes back; with
+        ``only``, just for that TrainJob's pods (other jobs keep scheduling)."""
         with self.store.lock:
-            self.cluster.capacity = available
+            if only is None:
+                self.cluster.capacity = available
+            elif available:
+                self.cluster.unschedulable.discard(only)
+            else:
+                self.cluster.unschedulable.add(only)
+            self.reconcile()
+
+    def suspend_behind_back(self, name: str) -> None:
+        """Someone else suspends the TrainJob (``kubectl patch ... suspend: true``)."""
+        with self.store.lock:
+            self.store.patch(TRAINJOB, self.namespace, name, {"spec": {"suspend": True}}, status=False)
             self.reconcile()
 
     def lose_node(self, name: str, *, pod: int = 0) -> str:

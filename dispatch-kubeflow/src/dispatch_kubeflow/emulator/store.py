@@ -151,6 +151,9 @@ class Store:
         except KeyError:
             raise not_found(res, name) from None
 
+    def exists(self, res: Resource, namespace: str, name: str) -> bool:
+        return (namespace if res.namespaced else "", name) in self._objects[res]
+
     def get(self, res: Resource, namespace: str, name: str) -> Obj:
         with self.lock:
             return copy.deepcopy(self.raw(res, namespace, name))

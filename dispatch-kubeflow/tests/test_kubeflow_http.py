@@ -1,0 +1,352 @@
+"""Submit, gate, stop, discover and unreachable, over real HTTP to the emulated cluster."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from dispatch import Cause, CauseKind, JobSpec, Phase, Provenance, Resources, SubmitRefused, Unreachable
+from dispatch.errors import BadInput
+from dispatch_kubeflow import tags
+from dispatch_kubeflow.backend import SELECTOR_LIMIT, KubeflowBackend
+from dispatch_kubeflow.config import KubeflowConfig
+from dispatch_kubeflow.emulator import Emulator
+from dispatch_kubeflow.errors import ApiRefused
+
+SPEC = JobSpec(
+    name="llama-ft",
+    command=("torchrun", "train.py", "--epochs", "3"),
+    env={"WANDB_MODE": "offline"},
+    resources=Resources(nodes=2, gpus_per_node=8, cpus_per_task=4, tasks_per_node=2, memory_mb=64000),
+    options={"image": "ghcr.io/acme/train:1.4"},
+)
+CANCEL = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="ana", detail="no longer needed")
+
+
+def name_of(object_id: str) -> str:
+    return tags.split_object_id(object_id)[1]
+
+
+def only(backend: KubeflowBackend, job_id: str):  # type: ignore[no-untyped-def]
+    objects = backend.dispatch_discover(job_ids=[job_id]).objects
+    assert len(objects) == 1, objects
+    return objects[0]
+
+
+# -- submit --------------------------------------------------------------------------
+
+
+def test_submit_creates_a_tagged_trainjob_with_strict_validation(backend: KubeflowBackend, emulator: Emulator) -> None:
+    """S-30: the TrainJob carries the spec and is tagged down to its pods."""
+    object_id = backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
+    assert object_id.startswith("default/llama-ft-")
+    create = next(r for r in emulator.log.entries if r.verb == "create")
+    assert create.query.get("fieldValidation") == "Strict"
+    tj = emulator.trainjob(name_of(object_id))
+    trainer = tj["spec"]["trainer"]
+    assert trainer["image"] == "ghcr.io/acme/train:1.4"
+    assert trainer["command"] == ["torchrun", "train.py", "--epochs", "3"]
+    assert trainer["env"] == [{"name": "WANDB_MODE", "value": "offline"}]
+    assert trainer["numNodes"] == 2 and trainer["numProcPerNode"] == 2
+    assert trainer["resourcesPerNode"] == {
+        "requests": {"cpu": "8", "memory": "64000Mi"},
+        "limits": {"memory": "64000Mi", "nvidia.com/gpu": "8"},
+    }
+    assert tj["spec"]["runtimeRef"]["name"] == "torch-distributed" and tj["spec"]["suspend"] is False
+    pods = emulator.pods(name_of(object_id))
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod["metadata"]["labels"][tags.JOB] == "job-1"
+        assert pod["metadata"]["labels"][tags.SUBMISSION] == "1"
+    view = only(backend, "job-1")
+    assert (view.object_id, view.submission, view.phase) == (object_id, 1, Phase.RUNNING)
+    assert len(view.executions[0].nodes) == 2
+
+
+def test_submit_to_a_missing_runtime_is_refused_with_the_servers_words(backend: KubeflowBackend) -> None:
+    spec = SPEC.model_copy(update={"options": {"runtime": "no-such-runtime"}})
+    with pytest.raises(SubmitRefused) as refused:
+        backend.dispatch_submit(job_id="job-1", submission=1, spec=spec, gated=False)
+    assert 'clustertrainingruntimes.trainer.kubeflow.org "no-such-runtime" not found' in refused.value.detail
+
+
+def test_second_create_of_the_same_submission_is_refused_409(backend: KubeflowBackend, emulator: Emulator) -> None:
+    """S-34: deterministic names make a retried submit meet AlreadyExists, not a duplicate."""
+    backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
+    with pytest.raises(SubmitRefused) as refused:
+        backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
+    assert "already exists" in refused.value.detail
+    assert len(emulator.names()) == 1
+
+
+def test_version_mismatch_is_a_400_not_a_silently_pruned_field(make_backend: Callable[..., KubeflowBackend], tmp_path: Path) -> None:
+    """An adapter speaking 2.2 to a 2.1 Trainer: strict validation refuses runtimePatches."""
+    with Emulator(trainer_version="2.1") as old:
+        backend = KubeflowBackend(KubeflowConfig(kubeconfig=str(old.write_kubeconfig(tmp_path / "kc")), retries=0))
+        with pytest.raises(SubmitRefused) as refused:
+            backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
+        assert 'strict decoding error: unknown field "spec.runtimePatches"' in refused.value.detail
+        assert old.names() == []
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1"])
+def test_older_trainers_are_tagged_and_discovered(version: str, tmp_path: Path) -> None:
+    """2.1: spec.labels + podTemplateOverrides; 2.0: spec.labels, pods by jobset-name."""
+    with Emulator(trainer_version=version) as old:
+        config = KubeflowConfig(kubeconfig=str(old.write_kubeconfig(tmp_path / "kc")), retries=0,
+                                trainer_version=tuple(int(p) for p in version.split(".")))  # type: ignore[arg-type]
+        backend = KubeflowBackend(config)
+        object_id = backend.dispatch_submit(job_id="job-old", submission=1, spec=SPEC, gated=False)
+        tj = old.trainjob(name_of(object_id))
+        assert "runtimePatches" not in tj["spec"] and tj["spec"]["labels"][tags.JOB] == "job-old"
+        view = only(backend, "job-old")
+        assert view.phase is Phase.RUNNING and len(view.executions[0].nodes) == 2
+        old.oom(name_of(object_id))
+        assert only(backend, "job-old").cause.kind is CauseKind.OUT_OF_MEMORY
+
+
+def test_time_limit_on_trainer_before_2_2_is_refused_before_anything_is_created(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
+) -> None:
+    from datetime import timedelta
+
+    backend = make_backend(trainer_version=(2, 1))
+    spec = SPEC.model_copy(update={"resources": Resources(time_limit=timedelta(hours=1))})
+    with pytest.raises(SubmitRefused, match="activeDeadlineSeconds needs Trainer 2.2"):
+        backend.dispatch_submit(job_id="job-1", submission=1, spec=spec, gated=False)
+    assert emulator.names() == []
+
+
+# -- gate ----------------------------------------------------------------------------
+
+
+def test_gated_submission_is_suspended_until_its_gate_opens(backend: KubeflowBackend, emulator: Emulator) -> None:
+    """S-28, S-37: gated shows Phase.GATED (never held), no pod starts, then it runs."""
+    object_id = backend.dispatch_submit(job_id="job-g", submission=2, spec=SPEC, gated=True)
+    view = only(backend, "job-g")
+    assert view.phase is Phase.GATED and view.cause is None
+    assert emulator.pods(name_of(object_id)) == []
+    backend.dispatch_open_gate(object_id=object_id)
+    backend.dispatch_open_gate(object_id=object_id)
+    assert only(backend, "job-g").phase is Phase.RUNNING
+    assert emulator.trainjob(name_of(object_id))["spec"]["suspend"] is False
+    backend.dispatch_open_gate(object_id="default/never-existed-1")
+
+
+def test_gate_under_kueue_is_the_queue_label_not_suspend(make_backend: Callable[..., KubeflowBackend],
+                                                        emulator: Emulator) -> None:
+    """Under Kueue, which owns suspend, a gated TrainJob is kept out of the queue; opening
+    the gate hands it to Kueue, which admits it and resumes it."""
+    backend = make_backend(queue="team-a")
+    object_id = backend.dispatch_submit(job_id="job-k", submission=1, spec=SPEC, gated=True)
+    name = name_of(object_id)
+    tj = emulator.trainjob(name)
+    assert tags.KUEUE_QUEUE not in tj["metadata"]["labels"] and tj["spec"]["suspend"] is True
+    with pytest.raises(LookupError):
+        emulator.workload(name)
+    assert only(backend, "job-k").phase is Phase.GATED
+    patches_before = [r for r in emulator.log.entries if r.verb == "patch"]
+    backend.dispatch_open_gate(object_id=object_id)
+    patch = [r for r in emulator.log.entries if r.verb == "patch"][len(patches_before)]
+    assert patch.body["metadata"]["labels"] == {tags.KUEUE_QUEUE: "team-a"} and "spec" not in patch.body
+    assert emulator.workload(name)["status"]["conditions"]
+    assert only(backend, "job-k").phase is Phase.RUNNING
+
+
+def test_ungated_under_kueue_waits_for_quota(make_backend: Callable[..., KubeflowBackend], emulator: Emulator) -> None:
+    emulator.kueue_set_quota(False)
+    backend = make_backend(queue="team-a")
+    object_id = backend.dispatch_submit(job_id="job-q", submission=1, spec=SPEC, gated=False)
+    view = only(backend, "job-q")
+    assert view.phase is Phase.PENDING and view.cause.kind is CauseKind.NO_CAPACITY
+    assert "insufficient unused quota" in view.cause.detail
+    emulator.kueue_set_quota(True)
+    assert only(backend, "job-q").phase is Phase.RUNNING
+    assert emulator.is_running(name_of(object_id))
+
+
+# -- stop ----------------------------------------------------------------------------
+
+
+def test_stop_records_why_then_deletes_in_foreground_and_is_idempotent(backend: KubeflowBackend,
+                                                                      emulator: Emulator) -> None:
+    """S-30: stop is idempotent; a stopped object that is gone is absent."""
+    object_id = backend.dispatch_submit(job_id="job-s", submission=1, spec=SPEC, gated=False)
+    backend.dispatch_stop(object_id=object_id, cause=CANCEL)
+    patch = next(r for r in emulator.log.entries if r.verb == "patch")
+    assert Cause.model_validate_json(patch.body["metadata"]["annotations"][tags.STOP]) == CANCEL
+    delete = next(r for r in emulator.log.entries if r.verb == "delete")
+    assert delete.body["propagationPolicy"] == "Foreground"
+    assert backend.dispatch_discover(job_ids=["job-s"]).objects == ()
+    assert emulator.pods(name_of(object_id)) == []
+    backend.dispatch_stop(object_id=object_id, cause=CANCEL)
+
+
+def test_stop_finishes_although_a_pod_is_stuck_on_a_lost_node(backend: KubeflowBackend, emulator: Emulator) -> None:
+    """S-28: Foreground deletion waits for the pod stuck Terminating on a NotReady node;
+    stop force-deletes it (grace 0), so the object goes and the fence can open."""
+    object_id = backend.dispatch_submit(job_id="job-n", submission=1, spec=SPEC, gated=False)
+    emulator.lose_node(name_of(object_id))
+    fence = Cause(kind=CauseKind.NODE_LOST, provenance=Provenance.ACTOR, actor="supervisor", detail="window passed")
+    backend.dispatch_stop(object_id=object_id, cause=fence)
+    forced = [r for r in emulator.log.entries if r.verb == "delete" and r.resource == "pods"]
+    assert forced and all(r.body.get("gracePeriodSeconds") == 0 for r in forced)
+    assert backend.dispatch_discover(job_ids=["job-n"]).objects == ()
+
+
+def test_stopped_object_still_listed_shows_cancelled(backend: KubeflowBackend, emulator: Emulator) -> None:
+    """A finalizer keeps the stopped TrainJob listed: it ended cancelled, by dispatch."""
+    object_id = backend.dispatch_submit(job_id="job-f", submission=1, spec=SPEC, gated=False)
+    tj = emulator.store.raw(__import__("dispatch_kubeflow.emulator.store", fromlist=["TRAINJOB"]).TRAINJOB,
+                            "default", name_of(object_id))
+    tj["metadata"]["finalizers"] = ["example.com/audit"]
+    backend.dispatch_stop(object_id=object_id, cause=CANCEL)
+    view = only(backend, "job-f")
+    assert view.phase is Phase.ENDED and view.cause.kind is CauseKind.CANCELLED
+    assert view.cause.actor == "ana" and "no longer needed" in view.cause.detail
+
+
+# -- discovery -----------------------------------------------------------------------
+
+
+def _lists(emulator: Emulator, action: Callable[[], object]) -> list[str]:
+    emulator.log.clear()
+    action()
+    return sorted(r.resource for r in emulator.log.lists())
+
+
+def test_discovery_costs_the_same_list_calls_for_one_job_or_many(backend: KubeflowBackend,
+                                                                 emulator: Emulator) -> None:
+    """S-32: one list per kind whatever the number of jobs, with or without the id selector."""
+    jobs = [f"job-{i}" for i in range(SELECTOR_LIMIT + 5)]
+    with emulator.paused():
+        for job in jobs:
+            backend.dispatch_submit(job_id=job, submission=1, spec=SPEC, gated=False)
+    one = _lists(emulator, lambda: backend.dispatch_discover(job_ids=jobs[:1]))
+    few = _lists(emulator, lambda: backend.dispatch_discover(job_ids=jobs[:SELECTOR_LIMIT]))
+    many = _lists(emulator, lambda: backend.dispatch_discover(job_ids=jobs))
+    assert one == few == many == ["jobs", "jobsets", "nodes", "pods", "trainjobs"]
+    found = backend.dispatch_discover(job_ids=[*jobs, "never-submitted"])
+    assert sorted(o.job_id for o in found.objects) == sorted(jobs)
+    selectors = {r.query.get("labelSelector") for r in emulator.log.lists() if r.resource == "trainjobs"}
+    assert selectors == {f"{tags.MANAGED}=true"}
+
+
+def test_discovery_of_nothing_calls_nothing(backend: KubeflowBackend, emulator: Emulator) -> None:
+    assert _lists(emulator, lambda: backend.dispatch_discover(job_ids=[])) == []
+
+
+def test_discovery_finds_its_objects_after_a_lost_submit_answer(make_backend: Callable[..., KubeflowBackend]) -> None:
+    """S-34: a fresh backend (a restarted supervisor) finds the object by its tags."""
+    object_id = make_backend().dispatch_submit(job_id="job-c", submission=3, spec=SPEC, gated=False)
+    view = only(make_backend(), "job-c")
+    assert (view.object_id, view.submission) == (object_id, 3)
+
+
+# -- unreachable and refusals --------------------------------------------------------
+
+
+def test_unreachable_api_raises_unreachable_from_every_hook(backend: KubeflowBackend, emulator: Emulator) -> None:
+    """S-5: an API that is down is an error, never a state; back up, the object is there."""
+    object_id = backend.dispatch_submit(job_id="job-u", submission=1, spec=SPEC, gated=False)
+    emulator.go_unreachable()
+    calls = {
+        "discover": lambda: backend.dispatch_discover(job_ids=["job-u"]),
+        "submit": lambda: backend.dispatch_submit(job_id="job-u", submission=2, spec=SPEC, gated=False),
+        "open_gate": lambda: backend.dispatch_open_gate(object_id=object_id),
+        "stop": lambda: backend.dispatch_stop(object_id=object_id, cause=CANCEL),
+    }
+    for what, call in calls.items():
+        with pytest.raises(Unreachable, match="Kubernetes API"):
+            call()
+    emulator.come_back()
+    assert only(backend, "job-u").phase is Phase.RUNNING
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """Accepts connections and never answers: only a read timeout ends the wait."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not done.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    done.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+def test_a_silent_api_times_out_as_unreachable(silent_server: int, tmp_path: Path) -> None:
+    """S-5: every call has an explicit read timeout; a hung API server is Unreachable."""
+    emu = Emulator(port=silent_server)
+    config = KubeflowConfig(kubeconfig=str(emu.write_kubeconfig(tmp_path / "kc")), retries=0,
+                            connect_timeout=1.0, read_timeout=0.5)
+    with pytest.raises(Unreachable, match="timed out"):
+        KubeflowBackend(config).dispatch_discover(job_ids=["job-1"])
+
+
+def test_a_rejected_token_is_an_api_refusal_not_unreachable(emulator: Emulator, tmp_path: Path) -> None:
+    path = emulator.write_kubeconfig(tmp_path / "kc")
+    path.write_text(path.read_text().replace("dispatch-emulator-token", "wrong"))
+    backend = KubeflowBackend(KubeflowConfig(kubeconfig=str(path), retries=0))
+    with pytest.raises(ApiRefused) as refused:
+        backend.dispatch_discover(job_ids=["job-1"])
+    assert refused.value.status == 401 and "Unauthorized" in str(refused.value)
+
+
+# -- configuration and import cost ---------------------------------------------------
+
+
+def test_namespace_comes_from_the_kubeconfig_context(emulator: Emulator, tmp_path: Path) -> None:
+    emulator.namespace = "research"
+    path = emulator.write_kubeconfig(tmp_path / "kc")
+    object_id = KubeflowBackend(KubeflowConfig(kubeconfig=str(path))).dispatch_submit(
+        job_id="job-ns", submission=1, spec=SPEC, gated=False)
+    assert object_id.startswith("research/")
+
+
+@pytest.mark.parametrize(("name", "value"), [("READ_TIMEOUT", "soon"), ("TRAINER_VERSION", "two"),
+                                             ("RUNTIME_KIND", "Runtime"), ("NATIVE_RESTART", "maybe")])
+def test_bad_environment_is_refused_naming_the_variable(name: str, value: str) -> None:
+    """S-36."""
+    with pytest.raises(BadInput, match=f"DISPATCH_KUBEFLOW_{name}"):
+        KubeflowConfig.from_env({f"DISPATCH_KUBEFLOW_{name}": value})
+
+
+def test_missing_kubeconfig_is_bad_input_naming_the_file(tmp_path: Path) -> None:
+    backend = KubeflowBackend(KubeflowConfig(kubeconfig=str(tmp_path / "absent")))
+    with pytest.raises(BadInput, match="absent"):
+        backend.dispatch_discover(job_ids=["job-1"])
+
+
+def test_entry_point_module_does_not_import_the_kubernetes_client() -> None:
+    """S-31: importing and declaring the backend costs no ``import kubernetes``."""
+    code = (
+        "import sys\n"
+        "from dispatch import Registry\n"
+        "backend = Registry.from_entry_points().get('kubeflow')\n"
+        "assert backend.declarations.name == 'kubeflow'\n"
+        "print('kubernetes' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
