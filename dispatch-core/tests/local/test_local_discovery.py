@@ -202,7 +202,8 @@ def test_a_reused_pid_or_a_reboot_is_not_taken_for_a_live_runner_S4(
     """The runner's pid now names this test's own live process (a reused pid), or the
     record comes from an earlier boot: either way the gated object is lost, not gated."""
     object_id = backend.dispatch_submit("job-reused", 1, JobSpec(command=("true",)), True)
-    settle("job-reused", lambda v: v.phase is Phase.GATED)
+    record = state_dir / "objects" / object_id / "runner.json"
+    settle("job-reused", lambda v: record.exists() and v.phase is Phase.GATED)
     runner = _runner_of(state_dir, object_id)
     os.kill(runner.pid, signal.SIGKILL)
     reused = json.loads(runner.to_json()) | {"pid": os.getpid()} | change

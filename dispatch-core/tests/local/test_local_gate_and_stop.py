@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 from dispatch import BadInput, Cause, CauseKind, JobSpec, ObjectView, Phase, Provenance
 from dispatch.local.backend import LocalBackend
+from dispatch.local.records import ProcessIdentity
 
 ALICE = Cause(
     kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="alice", detail="not needed"
@@ -176,3 +179,37 @@ def test_a_malformed_object_id_is_refused_and_named_S36(backend: LocalBackend, b
     assert repr(bad) in str(stop_error.value)
     with pytest.raises(BadInput, match="is not a local object id"):
         backend.dispatch_open_gate(bad)
+
+
+def _runner_pid(state_dir: Path, object_id: str) -> int:
+    record = (state_dir / "objects" / object_id / "runner.json").read_text()
+    return ProcessIdentity.model_validate_json(record).pid
+
+
+@pytest.mark.parametrize("gated", [False, True])
+def test_a_signal_to_the_runner_from_a_user_is_a_cancel_outside_dispatch_S12(
+    backend: LocalBackend, settle: Callable[..., ObjectView], state_dir: Path, gated: bool
+) -> None:
+    """S-12: a cancel that reached the scheduler without dispatch asking is ``cancelled``
+    with provenance scheduler, naming who sent it (the local ``scancel``)."""
+    job = f"job-kill-runner-{gated}"
+    object_id = backend.dispatch_submit(job, 1, JobSpec(command=("sleep", "30")), gated)
+    record = state_dir / "objects" / object_id / "runner.json"
+    settle(job, lambda v: record.exists() and v.phase is (Phase.GATED if gated else Phase.RUNNING))
+    runner = _runner_pid(state_dir, object_id)
+    os.kill(runner, signal.SIGTERM)
+    view = settle(job, ended)
+    assert view.scheduler_state == "cancelled"
+    assert view.cause is not None
+    assert view.cause.kind is CauseKind.CANCELLED
+    assert view.cause.provenance is Provenance.SCHEDULER
+    assert view.cause.detail.startswith(
+        f"cancelled outside dispatch: the local runner (pid {runner}) received "
+        f"signal 15 (SIGTERM) from pid {os.getpid()} (uid {os.getuid()}); "
+    )
+    if gated:
+        assert view.cause.detail.endswith("; stopped before its gate opened")
+        assert view.executions == ()
+    else:
+        assert view.cause.detail.endswith("the command ended: killed by signal 15 (SIGTERM)")
+        assert view.executions[0].cause == view.cause

@@ -27,8 +27,11 @@ Decisions, where the SPEC and the issue leave room:
   group, SIGKILL after the grace → ``time-limit``; a stop → the same signals →
   ``cancelled`` with provenance actor and the stop cause's actor and words; the command not
   found, not executable or a bad working directory → ``launch-failed`` with the OS error
-  verbatim. A signal sent to the runner itself (a shutdown, a stray ``kill``) stops the
-  command and ends it ``unknown``: nobody in dispatch asked for it.
+  verbatim. SIGTERM, SIGINT or SIGHUP sent to the runner itself stops the command too:
+  from a user's process (``kill <runner pid>``, the local ``scancel``) it ends
+  ``cancelled`` with provenance scheduler and the sender's pid and uid in ``detail``; from
+  the kernel or init (a host shutdown) it ends ``unknown``, since it says nothing about
+  the job. The runner's pid is in ``runner.json``.
 - Leftovers: when the command's leader exits, whatever else is still in its process group
   is killed (as Slurm ends a job step), before the leader is reaped so the group id
   cannot have been reused.

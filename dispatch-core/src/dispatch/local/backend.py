@@ -32,7 +32,7 @@ from dispatch.local.layout import (
     write_atomic,
 )
 from dispatch.local.observe import STARTUP_WINDOW, observe
-from dispatch.local.processes import gone, hostname, identify, is_here
+from dispatch.local.processes import gone, hostname, is_here
 from dispatch.local.records import (
     Ending,
     ObjectMeta,
@@ -245,6 +245,7 @@ class LocalBackend:
 
         ``posix_spawn`` rather than ``subprocess``: the runner is not ours to wait for (a
         Popen left running warns when collected); :meth:`_reap` collects it if we outlive it.
+        The runner records itself in ``runner.json`` once it is ready.
         """
         argv = [sys.executable, "-m", "dispatch.local.runner", str(obj.path)]
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
@@ -272,7 +273,6 @@ class LocalBackend:
             create_once(obj.end, ending.to_json())
             return
         self._children.add(pid)
-        create_once(obj.runner, identify(pid).to_json())
 
     def _existing(self, object_id: str) -> ObjectDir | None:
         obj = self.state.object_dir(object_id)

@@ -22,8 +22,9 @@ from dispatch.local.layout import ObjectDir
 from dispatch.local.processes import gone, is_here
 from dispatch.local.records import Ending, ObjectMeta, ProcessIdentity, Started, read
 
-#: How long after its submission an object may have no runner on record: the backend
-#: records the runner right after starting it, so only an interrupted submit takes longer.
+#: How long after its submission an object may have no runner on record: a runner records
+#: itself within a second of its start, so only a runner that never got going (an
+#: interrupted submit, a Python that cannot import dispatch) takes longer.
 STARTUP_WINDOW = timedelta(seconds=30)
 
 
@@ -174,8 +175,8 @@ def _lost(obj: ObjectDir, meta: ObjectMeta, started: Started | None, now: dateti
             return None
         return (
             f"no local runner was recorded in the {STARTUP_WINDOW.total_seconds():g}s after "
-            "the submission (the submitting process stopped before starting it); "
-            "the command never started"
+            "the submission (the submitting process stopped before starting it, or the "
+            f"runner failed to start: see {obj.runner_log}); the command never started"
         )
     if not is_here(runner):
         return None

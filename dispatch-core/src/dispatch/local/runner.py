@@ -5,41 +5,43 @@ its own, with its input and output on files, so it outlives the CLI that submitt
 the command's only parent, hence the only process that can learn its exit status; all it
 learns goes to files of the object directory, which any later process reads.
 
-Why it ends a command, in order of precedence once the command runs: a stop request from
-dispatch (``stop.json``), a signal sent to the runner itself from outside dispatch, the
-time limit. Each sends SIGTERM to the command's process group and SIGKILL after the grace.
+Why it ends a command, first come first served: a stop request from dispatch
+(``stop.json``), a SIGTERM, SIGINT or SIGHUP sent to the runner itself, the time limit.
+Each sends SIGTERM to the command's process group and SIGKILL after the grace.
+
+A signal to the runner is told apart by its sender, which the kernel reports: from a
+process of a user (``kill <runner pid>``) it is a cancel outside dispatch, as an admin's
+``scancel`` is on Slurm (``cancelled``, provenance scheduler, the sender named); from the
+kernel or the init process it is the host shutting down, which says nothing about the
+job (``unknown``). The runner therefore blocks those signals and takes them with
+``sigtimedwait``, which also wakes it the moment the command exits (SIGCHLD).
 """
 
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 
 from dispatch.cause import Cause
 from dispatch.enums import CauseKind, Provenance
 from dispatch.errors import DecodeError
 from dispatch.local.layout import ObjectDir, create_once, write_atomic
-from dispatch.local.processes import (
-    exit_code,
-    exit_words,
-    hostname,
-    identify,
-    signal_words,
-)
+from dispatch.local.processes import exit_code, exit_words, hostname, identify, signal_words
 from dispatch.local.records import Ending, ObjectMeta, Started, StopRequest, read
 
 #: Seconds between looks at the stop file and the clock while the command runs; the
-#: command's exit itself wakes the runner at once.
+#: command's exit and signals to the runner wake it at once.
 POLL = 0.1
 #: Seconds between looks at the gate file while gated (gates can stay shut for long).
 GATE_POLL = 0.2
+
+_STOPPING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+_WAKING = _STOPPING | {signal.SIGCHLD}
 
 
 def _now() -> datetime:
@@ -53,34 +55,16 @@ def _signal_group(pgid: int, number: int) -> None:
         pass
 
 
-class _ExitWatch:
-    """Waits for the command to exit without reaping it.
+def _unblock_signals() -> None:
+    """In the command, before exec: it must not inherit the runner's blocked signals."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
-    While the leader is unreaped its pid, and so its process group id, cannot be reused,
-    so signalling the group after the exit can only reach the command's own stragglers.
-    """
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        try:
-            self.fd: int | None = os.pidfd_open(pid)
-        except OSError:
-            self.fd = None
-
-    def exited(self) -> bool:
-        return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-
-    def wait(self, timeout: float) -> None:
-        """Sleep up to ``timeout``, waking at once if the command exits."""
-        if self.fd is not None:
-            select.select([self.fd], [], [], timeout)
-        else:
-            time.sleep(timeout)
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+def _exited(pid: int) -> bool:
+    """Whether the command has exited, leaving it unreaped: while the leader is a zombie
+    its pid, and so its process group id, cannot be reused, so signalling the group after
+    the exit can only reach the command's own stragglers."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
 class Runner:
@@ -88,22 +72,27 @@ class Runner:
         self.obj = obj
         self.meta = meta
         self.host = hostname()
-        self.signalled: int | None = None
+        self.signalled: signal.struct_siginfo | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at: datetime | None = None
 
-    def _on_signal(self, number: int, frame: FrameType | None) -> None:
-        if self.signalled is None:
-            self.signalled = number
+    def _pause(self, seconds: float) -> None:
+        """Sleep up to ``seconds``; a signal to the runner or the command's exit wakes it."""
+        info = signal.sigtimedwait(_WAKING, seconds)
+        if info is not None and info.si_signo in _STOPPING and self.signalled is None:
+            self.signalled = info
 
     def run(self) -> None:
-        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(number, self._on_signal)
+        signal.pthread_sigmask(signal.SIG_BLOCK, _WAKING)
+        # Recorded only now: a runner on record is one whose signals mean what the module
+        # says, never a Python still starting up that a SIGTERM would simply kill.
+        create_once(self.obj.runner, identify(os.getpid()).to_json())
         if self.meta.gated and not self._wait_for_gate():
             return
-        stop = self._stop_request()
-        if stop is not None:
-            self._end("cancelled", self._cancelled(stop), launched=False)
+        before = self._stop_request() or self._signal_reason()
+        if before is not None:
+            state, cause = before
+            self._end(state, cause, launched=False)
             return
         try:
             self.proc = self._launch()
@@ -120,24 +109,13 @@ class Runner:
 
     def _wait_for_gate(self) -> bool:
         while not self.obj.gate.exists():
-            stop = self._stop_request()
-            if stop is not None:
-                cause = self._cancelled(stop)
+            why = self._stop_request() or self._signal_reason()
+            if why is not None:
+                state, cause = why
                 detail = f"{cause.detail}; stopped before its gate opened"
-                self._end("cancelled", cause.model_copy(update={"detail": detail}), launched=False)
+                self._end(state, cause.model_copy(update={"detail": detail}), launched=False)
                 return False
-            if self.signalled is not None:
-                detail = (
-                    f"the local runner (pid {os.getpid()}) received "
-                    f"{signal_words(self.signalled)} from outside dispatch while waiting for "
-                    "its gate; the command never started"
-                )
-                cause = Cause(
-                    kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER, detail=detail
-                )
-                self._end("lost", cause, launched=False)
-                return False
-            time.sleep(GATE_POLL)
+            self._pause(GATE_POLL)
         return True
 
     def _argv(self) -> list[str]:
@@ -160,7 +138,7 @@ class Runner:
         }
         cwd = os.path.join(self.meta.cwd, spec.workdir) if spec.workdir else self.meta.cwd
         with open(self.obj.stdout, "ab") as out, open(self.obj.stderr, "ab") as err:
-            proc = subprocess.Popen(
+            return subprocess.Popen(
                 self._argv(),
                 cwd=cwd,
                 env=env,
@@ -168,8 +146,8 @@ class Runner:
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
+                preexec_fn=_unblock_signals,  # the runner has no threads: safe here
             )
-        return proc
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> None:
         limit = self.meta.spec.resources.time_limit
@@ -178,21 +156,17 @@ class Runner:
         reason: tuple[str, Cause] | None = None
         kill_at = 0.0
         killed = False
-        watch = _ExitWatch(proc.pid)
-        try:
-            while not watch.exited():
-                if reason is None:
-                    reason = self._reason_to_stop(deadline)
-                    if reason is not None:
-                        _signal_group(proc.pid, signal.SIGTERM)
-                        kill_at = time.monotonic() + grace
-                elif not killed and time.monotonic() >= kill_at:
-                    _signal_group(proc.pid, signal.SIGKILL)
-                    killed = True
-                watch.wait(POLL)
-            _signal_group(proc.pid, signal.SIGKILL)
-        finally:
-            watch.close()
+        while not _exited(proc.pid):
+            if reason is None:
+                reason = self._stop_request() or self._signal_reason() or self._timed_out(deadline)
+                if reason is not None:
+                    _signal_group(proc.pid, signal.SIGTERM)
+                    kill_at = time.monotonic() + grace
+            elif not killed and time.monotonic() >= kill_at:
+                _signal_group(proc.pid, signal.SIGKILL)
+                killed = True
+            self._pause(POLL)
+        _signal_group(proc.pid, signal.SIGKILL)
         returncode = proc.wait()
         if reason is None:
             words = exit_words(returncode)
@@ -220,43 +194,47 @@ class Runner:
         cause = why.model_copy(update={"detail": detail, "exit_code": exit_code(returncode)})
         self._end(state, cause, launched=True)
 
-    def _reason_to_stop(self, deadline: float | None) -> tuple[str, Cause] | None:
-        stop = self._stop_request()
-        if stop is not None:
-            return "cancelled", self._cancelled(stop)
-        if self.signalled is not None:
-            detail = (
-                f"the local runner (pid {os.getpid()}) received "
-                f"{signal_words(self.signalled)} from outside dispatch"
-            )
-            return "lost", Cause(
+    def _timed_out(self, deadline: float | None) -> tuple[str, Cause] | None:
+        if deadline is None or time.monotonic() < deadline:
+            return None
+        detail = f"time limit of {self.meta.spec.resources.time_limit} reached"
+        cause = Cause(kind=CauseKind.TIME_LIMIT, provenance=Provenance.SCHEDULER, detail=detail)
+        return "timed-out", cause
+
+    def _signal_reason(self) -> tuple[str, Cause] | None:
+        """A signal the runner received, as the ending it means (see the module)."""
+        info = self.signalled
+        if info is None:
+            return None
+        got = f"the local runner (pid {os.getpid()}) received {signal_words(info.si_signo)}"
+        if info.si_pid in (0, 1):
+            sender = "the kernel" if info.si_pid == 0 else "the init process (pid 1)"
+            detail = f"{got} from {sender}: the host is shutting down or stopping its processes"
+            return "interrupted", Cause(
                 kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER, detail=detail
             )
-        if deadline is not None and time.monotonic() >= deadline:
-            limit = self.meta.spec.resources.time_limit
-            return "timed-out", Cause(
-                kind=CauseKind.TIME_LIMIT,
-                provenance=Provenance.SCHEDULER,
-                detail=f"time limit of {limit} reached",
-            )
-        return None
+        detail = f"cancelled outside dispatch: {got} from pid {info.si_pid} (uid {info.si_uid})"
+        return "cancelled", Cause(
+            kind=CauseKind.CANCELLED, provenance=Provenance.SCHEDULER, detail=detail
+        )
 
-    def _stop_request(self) -> StopRequest | None:
+    def _stop_request(self) -> tuple[str, Cause] | None:
+        """dispatch's stop request, as a ``cancelled`` ending in the stop cause's words."""
         try:
-            return read(self.obj.stop, StopRequest)
+            stop = read(self.obj.stop, StopRequest)
         except DecodeError as exc:
             cause = Cause(
                 kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail=f"stop request: {exc}"
             )
-            return StopRequest(cause=cause, at=_now())
-
-    @staticmethod
-    def _cancelled(stop: StopRequest) -> Cause:
+            return "cancelled", cause
+        if stop is None:
+            return None
         asked = stop.cause
         words = asked.detail or f"stopped by dispatch (cause {asked.kind})"
-        return Cause(
+        cause = Cause(
             kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor=asked.actor, detail=words
         )
+        return "cancelled", cause
 
     def _end(self, state: str, cause: Cause, *, launched: bool) -> None:
         ended_at = _now()
@@ -288,12 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m dispatch.local.runner <object directory>", file=sys.stderr)
         return 2
+    os.chdir("/")  # hold no directory busy; the command gets its own working directory
     obj = ObjectDir(Path(args[0]))
     meta = read(obj.meta, ObjectMeta)
     if meta is None:
         print(f"{obj.meta} does not exist", file=sys.stderr)
         return 2
-    create_once(obj.runner, identify(os.getpid()).to_json())
     runner = Runner(obj, meta)
     try:
         runner.run()
