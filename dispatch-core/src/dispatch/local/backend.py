@@ -29,6 +29,7 @@ from dispatch.local.layout import (
     StateDir,
     create_once,
     new_object_id,
+    present,
     write_atomic,
 )
 from dispatch.local.observe import STARTUP_WINDOW, observe
@@ -276,7 +277,7 @@ class LocalBackend:
 
     def _existing(self, object_id: str) -> ObjectDir | None:
         obj = self.state.object_dir(object_id)
-        return obj if obj.meta.exists() else None
+        return obj if present(obj.meta) else None
 
     @hookimpl
     def dispatch_open_gate(self, object_id: str) -> None:
@@ -285,7 +286,7 @@ class LocalBackend:
         self._reap()
         try:
             obj = self._existing(object_id)
-            if obj is not None and not obj.gate.exists():
+            if obj is not None and not present(obj.gate):
                 create_once(obj.gate, _now().isoformat())
         except OSError as exc:
             raise self._unreachable(exc) from exc
@@ -297,7 +298,7 @@ class LocalBackend:
         self._reap()
         try:
             obj = self._existing(object_id)
-            if obj is None or obj.end.exists():
+            if obj is None or present(obj.end):
                 return
             try:
                 meta = read(obj.meta, ObjectMeta)
@@ -307,7 +308,7 @@ class LocalBackend:
                 return  # an object we cannot read is not one we can stop safely
             create_once(obj.stop, StopRequest(cause=cause, at=_now()).to_json())
             deadline = time.monotonic() + meta.stop_grace + STOP_MARGIN
-            while not obj.end.exists() and time.monotonic() < deadline:
+            while not present(obj.end) and time.monotonic() < deadline:
                 if self._runner_gone(obj, meta):
                     self._stop_orphan(obj, meta)
                     return
@@ -335,7 +336,7 @@ class LocalBackend:
             stop = read(obj.stop, StopRequest)
         except DecodeError:
             return
-        if obj.end.exists() or started is None or gone(started.process) is not None:
+        if present(obj.end) or started is None or gone(started.process) is not None:
             return
         leader = started.process
         os.killpg(leader.pid, signal.SIGTERM)

@@ -119,6 +119,17 @@ class StateDir:
         return self.jobs / job_key(job_id)
 
 
+def present(path: Path) -> bool:
+    """Whether ``path`` exists; unlike ``Path.exists`` an error other than "no such file"
+    (a state directory replaced by a file, an unmounted share, an I/O error) is raised, so
+    the hooks report it as ``Unreachable`` instead of answering "absent"."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 

@@ -18,7 +18,7 @@ from dispatch.cause import Cause
 from dispatch.discovery import Execution, ObjectView
 from dispatch.enums import CauseKind, Phase, Provenance
 from dispatch.errors import DecodeError
-from dispatch.local.layout import ObjectDir
+from dispatch.local.layout import ObjectDir, present
 from dispatch.local.processes import gone, is_here
 from dispatch.local.records import Ending, ObjectMeta, ProcessIdentity, Started, read
 
@@ -150,10 +150,10 @@ def _observe(obj: ObjectDir, meta: ObjectMeta, now: datetime) -> ObjectView:
             meta.submission,
             meta.created_at,
             Phase.RUNNING,
-            "stopping" if obj.stop.exists() else "running",
+            "stopping" if present(obj.stop) else "running",
             executions=(execution,),
         )
-    if meta.gated and not obj.gate.exists():
+    if meta.gated and not present(obj.gate):
         return _view(
             meta.object_id, meta.job_id, meta.submission, meta.created_at, Phase.GATED, "gated"
         )

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,6 +40,9 @@ from dispatch.local.records import Ending, ObjectMeta, Started, StopRequest, rea
 POLL = 0.1
 #: Seconds between looks at the gate file while gated (gates can stay shut for long).
 GATE_POLL = 0.2
+#: Seconds the runner keeps trying to record what it learnt while the state directory
+#: cannot be written (an NFS outage) before it gives up.
+PERSIST_WINDOW = 600.0
 
 _STOPPING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 _WAKING = _STOPPING | {signal.SIGCHLD}
@@ -104,7 +108,7 @@ class Runner:
             return
         self.started_at = _now()
         started = Started(process=identify(self.proc.pid), started_at=self.started_at)
-        write_atomic(self.obj.started, started.to_json())
+        self._persist(lambda: write_atomic(self.obj.started, started.to_json()))
         self._watch(self.proc)
 
     def _wait_for_gate(self) -> bool:
@@ -219,9 +223,15 @@ class Runner:
         )
 
     def _stop_request(self) -> tuple[str, Cause] | None:
-        """dispatch's stop request, as a ``cancelled`` ending in the stop cause's words."""
+        """dispatch's stop request, as a ``cancelled`` ending in the stop cause's words.
+
+        A state directory that cannot be read just now (an NFS outage) is no request: the
+        command goes on, and the next look may find one.
+        """
         try:
             stop = read(self.obj.stop, StopRequest)
+        except OSError:
+            return None
         except DecodeError as exc:
             cause = Cause(
                 kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail=f"stop request: {exc}"
@@ -246,7 +256,20 @@ class Runner:
             launched=launched,
             host=self.host,
         )
-        create_once(self.obj.end, ending.to_json())
+        self._persist(lambda: create_once(self.obj.end, ending.to_json()))
+
+    def _persist(self, write: Callable[[], object]) -> None:
+        """Write a record, retrying through a passing outage of the state directory: the
+        runner is the only one who knows what it holds."""
+        deadline = time.monotonic() + PERSIST_WINDOW
+        while True:
+            try:
+                write()
+                return
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise
+                self._pause(1.0)
 
     def fail(self, exc: BaseException) -> None:
         """A bug in the runner: kill the command it can no longer watch, and say so."""
