@@ -9,8 +9,10 @@ import pytest
 from dispatch import (
     BadInput,
     Capability,
+    Cause,
     CauseKind,
     JobSpec,
+    Provenance,
     Registry,
     Resources,
     SubmitRefused,
@@ -111,6 +113,11 @@ def test_a_state_dir_that_cannot_be_used_is_unreachable_S5(tmp_path: Path) -> No
         backend.dispatch_discover(["job"])
     with pytest.raises(Unreachable, match=str(blocker)):
         backend.dispatch_submit("job", 1, JobSpec(command=("true",)), False)
+    stop = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR)
+    with pytest.raises(Unreachable, match=str(blocker)):
+        backend.dispatch_stop("local-0123456789ab", stop)
+    with pytest.raises(Unreachable, match=str(blocker)):
+        backend.dispatch_open_gate("local-0123456789ab")
 
 
 def test_a_missing_state_dir_knows_no_jobs(tmp_path: Path) -> None:

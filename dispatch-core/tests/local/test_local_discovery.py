@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from dispatch import (
     ObjectView,
     Phase,
     Provenance,
+    Unreachable,
 )
 from dispatch.local.backend import LocalBackend
 from dispatch.local.processes import gone
@@ -232,3 +234,45 @@ def test_an_end_file_that_does_not_decode_is_unknown_with_its_text_S4(
     assert view.cause is not None and view.cause.kind is CauseKind.UNKNOWN
     assert str(end) in view.cause.detail
     assert view.cause.detail.endswith('\n{"state": "exploded", "cause": 42}')
+
+
+def test_an_ending_during_a_state_dir_outage_is_recorded_once_it_is_back_S5(
+    state_dir: Path, backend: LocalBackend, settle: Callable[..., ObjectView], tmp_path: Path
+) -> None:
+    """S-5: while the state directory is gone (an unmounted share) the backend raises
+    Unreachable; the runner keeps the command's ending and records it afterwards."""
+    go = tmp_path / "go"
+    script = f"while [ ! -e {go} ]; do sleep 0.05; done\nexit 4\n"
+    object_id = backend.dispatch_submit("job-outage", 1, JobSpec(script=script), False)
+    settle("job-outage", running)
+    command = _command_of(state_dir, object_id)
+    aside = state_dir.with_name("state-aside")
+    os.rename(state_dir, aside)
+    state_dir.write_text("")
+    try:
+        go.touch()
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{command.pid}").exists():  # reaped: the runner has its ending
+            assert time.monotonic() < deadline, "the command did not end"
+            time.sleep(0.05)
+        time.sleep(0.3)  # let the runner's first attempt to record it fail
+        with pytest.raises(Unreachable):
+            backend.dispatch_discover(["job-outage"])
+    finally:
+        state_dir.unlink()
+        os.rename(aside, state_dir)
+    view = settle("job-outage", ended)
+    assert view.cause is not None
+    assert view.cause.kind is CauseKind.NON_ZERO_EXIT and view.cause.exit_code == 4
+
+
+def test_a_stop_right_after_submit_cancels_it_S30(
+    backend: LocalBackend, settle: Callable[..., ObjectView]
+) -> None:
+    object_id = backend.dispatch_submit("job-hasty", 1, JobSpec(command=("sleep", "30")), False)
+    stop = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail="changed my mind")
+    backend.dispatch_stop(object_id, stop)
+    (view,) = backend.dispatch_discover(["job-hasty"]).objects
+    assert view.phase is Phase.ENDED
+    assert view.cause is not None and view.cause.kind is CauseKind.CANCELLED
+    assert view.cause.detail.startswith("changed my mind")
