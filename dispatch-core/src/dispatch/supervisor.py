@@ -167,11 +167,9 @@ class Supervisor:
                 if effects:
                     planned[job.job_id] = effects
 
-        self._append(
-            [(eff, leases[j]) for j, effects in planned.items() for eff in effects if isinstance(eff, Append)],
-            report,
-        )
-        self._step("intent-recorded")
+        intents = [(e, leases[j]) for j, effects in planned.items() for e in effects if isinstance(e, Append)]
+        if self._append(intents, report):
+            self._step("intent-recorded")
         results: list[tuple[Append, Lease]] = []
         for job_id, effects in planned.items():
             if job_id in report.conflicts:
@@ -183,8 +181,8 @@ class Supervisor:
             new = self._carry_out(job, backend, [e for e in effects if not isinstance(e, Append)], now, report)
             if new:
                 results.append((Append(job_id, self._jobs[job_id].version, tuple(new)), leases[job_id]))
-        self._append(results, report)
-        self._step("result-recorded")
+        if self._append(results, report):
+            self._step("result-recorded")
         return report
 
     def _backend(self, name: str, now: datetime, report: TickReport) -> Backend | None:
@@ -223,9 +221,11 @@ class Supervisor:
         report.unreachable[name] = str(exc)
         log.warning("backend %s unreachable (%s); retrying in %.0f s", name, exc, wait)
 
-    def _append(self, appends: list[tuple[Append, Lease]], report: TickReport) -> None:
+    def _append(self, appends: list[tuple[Append, Lease]], report: TickReport) -> int:
+        """Append in one write; return how many jobs' appends were accepted."""
         if not appends:
-            return
+            return 0
+        accepted = 0
         batches = [Batch(a.job_id, a.expected_version, a.events, lease) for a, lease in appends]
         results = self.store.append_many(batches)
         for append, _ in appends:
@@ -236,7 +236,9 @@ class Supervisor:
                 self._reload(append.job_id)
                 continue
             report.appended += len(append.events)
+            accepted += 1
             self._jobs[append.job_id] = fold(append.events, self._jobs[append.job_id])
+        return accepted
 
     def _carry_out(
         self, job: Job, backend: Backend, effects: list[Effect], now: datetime, report: TickReport

@@ -461,10 +461,13 @@ def _now() -> Any:
 @cli.command()
 @click.option("--once", is_flag=True, help="Run one tick and exit.")
 @click.option("--interval", type=float, default=5.0, show_default=True)
+@click.option("--lease", "lease_seconds", type=float, default=90.0, show_default=True,
+              help="Seconds a job stays this supervisor's after its last tick; another "
+                   "supervisor takes over a crashed one's jobs after that.")
 @json_option
 @pass_ctx
 @handles_errors
-def supervise(c: Context, once: bool, interval: float, as_json: bool) -> None:
+def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_json: bool) -> None:
     """Run the supervisor: act on every active job; exits cleanly on SIGTERM/SIGINT."""
     import dataclasses
     import os
@@ -480,7 +483,9 @@ def supervise(c: Context, once: bool, interval: float, as_json: bool) -> None:
         if crash_at == name:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    supervisor = Supervisor(c.store, c.registry, step=step)
+    from datetime import timedelta
+
+    supervisor = Supervisor(c.store, c.registry, step=step, lease_ttl=timedelta(seconds=lease_seconds))
     stop = threading.Event()
 
     def report_tick(report: Any) -> None:
