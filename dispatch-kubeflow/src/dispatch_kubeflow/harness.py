@@ -1,0 +1,144 @@
+"""The conformance-kit harness for ``kubeflow``: the emulated Trainer cluster, provoked
+through its scenario driver (``dispatch-conformance kubeflow``).
+
+Loaded only by the kit (entry point ``dispatch.harnesses: kubeflow``), so it may import
+``dispatch_testing``. The offline tier starts the emulator on loopback and points the
+backend at it with a real kubeconfig; the client does real HTTP. There is no live tier
+here: provoking a preemption or a lost node needs a cluster one may break.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Set
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+
+from dispatch import Backend, JobSpec, Resources, SubmitRefused
+from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
+
+from dispatch_kubeflow import tags
+from dispatch_kubeflow.backend import KubeflowBackend
+from dispatch_kubeflow.config import KubeflowConfig
+from dispatch_kubeflow.emulator import Emulator
+
+UNMAPPABLE = ("QuotaWizardRejected", "the quota wizard rejected this TrainJob at 03:14")
+
+
+class KubeflowHarness(Harness):
+    name = "kubeflow"
+    poll_interval = 1.0
+    timeout = 30.0
+
+    def __init__(self, live: bool = False) -> None:
+        super().__init__(live)
+        self.emulator: Emulator | None = None
+        self._dir = Path(tempfile.mkdtemp(prefix="dispatch-kubeflow-kit-"))
+        self._lost: list[str] = []
+
+    @property
+    def emu(self) -> Emulator:
+        if self.emulator is None:
+            raise NotProvokable("the emulated cluster is not started (plugin() was not called)")
+        return self.emulator
+
+    def plugin(self) -> object:
+        if self.live:
+            raise NotProvokable(
+                "no live tier: provoking preemption, OOM and lost nodes needs a disposable "
+                "Kubernetes cluster with Kubeflow Trainer; the offline tier uses the emulator"
+            )
+        self.emulator = Emulator().start()
+        kubeconfig = self.emulator.write_kubeconfig(self._dir / "kubeconfig")
+        return KubeflowBackend(KubeflowConfig(kubeconfig=str(kubeconfig), retries=1,
+                                              connect_timeout=2.0, read_timeout=10.0))
+
+    def close(self) -> None:
+        if self.emulator is not None:
+            self.emulator.stop()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def wait(self, seconds: float) -> None:
+        """The emulated controllers take one reconcile step; nothing sleeps."""
+        self.emu.reconcile()
+
+    def calls(self) -> int:
+        return len(self.emu.log.entries)
+
+    @contextmanager
+    def unreachable(self) -> Iterator[None]:
+        self.emu.go_unreachable()
+        try:
+            yield
+        finally:
+            self.emu.come_back()
+
+    def long_spec(self) -> JobSpec:
+        return JobSpec(name="kit-long", command=("torchrun", "train.py"), resources=Resources(nodes=2))
+
+    def quick_spec(self) -> JobSpec:
+        return JobSpec(name="kit-quick", command=("true",), resources=Resources(nodes=2))
+
+    def scenarios(self) -> Set[Scenario]:
+        return frozenset({
+            Scenario.SUCCESS, Scenario.EXIT_NONZERO, Scenario.SIGNAL, Scenario.TIME_LIMIT,
+            Scenario.PREEMPTED, Scenario.NODE_LOST, Scenario.OUT_OF_MEMORY,
+            Scenario.LAUNCH_FAILED, Scenario.NO_CAPACITY, Scenario.HELD_BY_SCHEDULER,
+            Scenario.UNMAPPABLE,
+        })
+
+    def not_provokable(self) -> Mapping[Scenario, str]:
+        return {
+            Scenario.CANCELLED_BY_SCHEDULER: (
+                "Kubernetes records no cancel: a TrainJob deleted by someone other than "
+                "dispatch is reported unknown ('deletion without a recorded stop', "
+                "docs/mapping.md); only dispatch's own stop ends an object cancelled"
+            ),
+        }
+
+    def provoke(self, scenario: Scenario, backend: Backend, job_id: str) -> Provoked:
+        emu = self.emu
+        for node in self._lost:
+            emu.recover_node(node)
+        self._lost.clear()
+        spec = self.long_spec()
+        resources = spec.resources
+        exit_code: int | None = None
+        if scenario is Scenario.SUCCESS:
+            spec = self.quick_spec()
+        elif scenario is Scenario.EXIT_NONZERO:
+            spec, exit_code = spec.model_copy(update={"command": ("sh", "-c", "exit 3")}), 3
+        elif scenario is Scenario.TIME_LIMIT:
+            resources = resources.model_copy(update={"time_limit": timedelta(minutes=5)})
+        elif scenario is Scenario.NO_CAPACITY:
+            resources = resources.model_copy(update={"gpus_per_node": 16})
+        elif scenario is Scenario.LAUNCH_FAILED:
+            spec = spec.model_copy(update={"options": {"runtime": "kit-no-such-runtime"}})
+        spec = spec.model_copy(update={"resources": resources})
+        try:
+            object_id = backend.submit(job_id, 1, spec, False)
+        except SubmitRefused as exc:
+            if scenario is Scenario.LAUNCH_FAILED:
+                return Provoked(object_id=None, refused=exc)
+            raise
+        name = tags.split_object_id(object_id)[1]
+        raw: str | None = None
+        if scenario is Scenario.SIGNAL:
+            emu.exit(name, 137)
+            exit_code = 137
+        elif scenario is Scenario.TIME_LIMIT:
+            emu.expire_deadline(name)
+        elif scenario is Scenario.PREEMPTED:
+            emu.preempt(name)
+        elif scenario is Scenario.NODE_LOST:
+            self._lost.append(emu.lose_node(name))
+        elif scenario is Scenario.OUT_OF_MEMORY:
+            emu.oom(name, pod=1)
+        elif scenario is Scenario.HELD_BY_SCHEDULER:
+            emu.suspend_behind_back(name)
+        elif scenario is Scenario.UNMAPPABLE:
+            emu.fail_unmappable(name, *UNMAPPABLE)
+            raw = f"{UNMAPPABLE[0]}: {UNMAPPABLE[1]}"
+        return Provoked(object_id=object_id, timeout=self.timeout, exit_code=exit_code, raw=raw)

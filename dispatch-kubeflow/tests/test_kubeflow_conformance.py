@@ -1,0 +1,12 @@
+"""The conformance kit against the emulated cluster, as part of this package's tests (the
+same suite ``dispatch-conformance kubeflow`` runs)."""
+
+from __future__ import annotations
+
+from dispatch_testing.suite import BackendConformance
+
+from dispatch_kubeflow.harness import KubeflowHarness
+
+
+class TestKubeflowConformance(BackendConformance):
+    harness_class = KubeflowHarness
