@@ -8,9 +8,10 @@ Who is believed for what:
   first raises Unreachable);
 - the executions come from ``sacct -X -D``: one row per incarnation of the job id, so a
   preempted-and-requeued job shows ``PREEMPTED`` then ``PENDING``/``RUNNING``. When
-  squeue's ``RestartCnt`` is ahead of sacct's rows (sacct has not caught up), the missing
-  executions are reported ended with cause ``requeued`` and a detail saying sacct has not
-  recorded why yet; the next discovery replaces them with sacct's words;
+  squeue's ``RestartCnt`` is ahead of sacct's rows (sacct has not caught up, 1-10 s), the
+  executions sacct has not recorded are left out rather than guessed (a wrong cause
+  would spend the wrong budget); the current execution keeps its true index
+  (``RestartCnt``), so a later discovery only adds the missing ones;
 - ``CANCELLED by <uid>`` is only in sacct (and only for a while); it names the actor;
 - ``DerivedExitCode`` (a step OOM-killed inside a script that then failed) is taken from
   whichever source shows a signal there.
@@ -95,6 +96,7 @@ def build_objects(
     objects: list[ObjectView] = []
     current: dict[str, SqueueRow] = {}
     tags: dict[str, Tag] = {}
+    unparsable: set[str] = set()
     for line in squeue_text.splitlines():
         if not line.strip():
             continue
@@ -105,6 +107,7 @@ def build_objects(
             if bad is None:
                 raise
             objects.append(bad)
+            unparsable.add(bad.object_id)
             continue
         tag = _tag_for(row.name, row.comment, wanted)
         if tag is not None:
@@ -119,11 +122,11 @@ def build_objects(
             (srow,) = parse_sacct(line)
         except ParseError as exc:
             bad = _unparsable(line, "sacct", exc, wanted, at)
-            if bad is not None and bad.object_id not in current:
-                objects.append(bad)
-                continue
             if bad is None:
                 raise
+            if bad.object_id not in current and bad.object_id not in unparsable:
+                objects.append(bad)
+                unparsable.add(bad.object_id)
             continue
         job_id = job_id_from_name(srow.name)
         if job_id is None or job_id not in wanted:
@@ -136,6 +139,8 @@ def build_objects(
 
     for object_id in sorted(set(current) | set(history), key=_numeric):
         tag = tags.get(object_id)
+        if object_id in unparsable and object_id not in current:
+            continue  # already reported unknown, verbatim
         if tag is None:
             continue  # forgotten by slurmctld and sacct has no comment: see module docstring
         objects.append(
@@ -185,18 +190,13 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
                           at=row.ended)
         executions.append(Execution(index=index, started_at=row.started, ended_at=row.ended,
                                     nodes=tuple(expand_hostlist(row.nodes)), cause=cause))
-    for index in range(len(executions), restarts):
-        executions.append(Execution(index=index, cause=Cause(
-            kind=CauseKind.REQUEUED, provenance=Provenance.SCHEDULER,
-            detail=(f"squeue: Restarts={restarts}; sacct has not recorded why execution "
-                    f"{index} ended yet"))))
 
     ran = bool(ran_on) and verdict.phase in (Phase.RUNNING, Phase.ENDED)
     if ran:
         ended = verdict.phase is Phase.ENDED
         executions.append(Execution(
-            index=len(executions), started_at=started_at, ended_at=ended_at if ended else None,
-            nodes=tuple(expand_hostlist(ran_on)), cause=verdict.cause if ended else None))
+            index=max(len(executions), restarts), started_at=started_at,
+            ended_at=ended_at if ended else None, nodes=tuple(expand_hostlist(ran_on)), cause=verdict.cause if ended else None))
 
     return ObjectView(
         object_id=object_id,

@@ -160,9 +160,12 @@ def parse_wait_status(text: str, *, command: str = "squeue", line: str = "") -> 
     text = text.strip()
     if text in {"", "N/A"}:
         return ExitStatus(0, 0)
-    if not text.isdigit():
-        raise ParseError(command, line or text, f"bad exit status {text!r}")
-    status = int(text)
+    try:
+        status = int(text)
+    except ValueError:
+        raise ParseError(command, line or text, f"bad exit status {text!r}") from None
+    if status < 0:  # a requeued job waiting to run again shows -2: no status yet
+        return ExitStatus(0, 0)
     return ExitStatus((status >> 8) & 0xFF, status & 0x7F)
 
 

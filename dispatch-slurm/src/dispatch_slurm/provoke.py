@@ -204,10 +204,10 @@ class Provoker:
 
     def preempt(self, victims: dict[str, str], rerun_seconds: int = 5) -> str:
         """Wait until every victim runs, then start a job on ``high`` that needs all of the
-        node's CPUs but one: Slurm preempts every low/lowcancel job to make room."""
+        node's CPUs: Slurm preempts every low/lowcancel job to make room."""
         for oid in victims.values():
             self.wait_state(oid, {"RUNNING"})
-        cpus = max(1, node_cpus() - 1)
+        cpus = node_cpus()
         return self.sbatch_helper("--partition=high", f"--cpus-per-task={cpus}",
                                   f"--wrap=sleep {rerun_seconds}")
 

@@ -1,0 +1,64 @@
+"""Node failure on real Slurm: slurmd killed, node NOT_RESPONDING, then NODE_FAIL (S-25, S-26).
+
+While the node does not answer, a job still RUNNING is reported running with cause
+``node-lost`` (the node-loss fence counts from there); once Slurm gives up on the node the
+``--no-requeue`` job ends ``node-lost`` and the ``--requeue`` job shows an execution ended
+by ``node-lost`` and waits to run again under the same job id.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from dispatch import Cause, CauseKind, Phase, Provenance
+
+from dispatch_slurm.provoke import wait_for
+
+pytestmark = pytest.mark.live
+
+STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail="live test cleanup")
+
+
+def test_killed_slurmd_is_node_lost_running_then_ended_S25_S26(backend, provoker) -> None:
+    run = uuid.uuid4().hex[:8]
+    plain, native = f"live-node-{run}-plain", f"live-node-{run}-native"
+    oids = {plain: provoker.long(plain, requeue="no"), native: provoker.long(native, requeue="yes")}
+    for oid in oids.values():
+        provoker.wait_state(oid, {"RUNNING"})
+    time.sleep(3)  # let srun launch its step through slurmd before slurmd dies
+    provoker.kill_slurmd()
+    running_lost: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            seen = {o.job_id: o for o in backend.dispatch_discover(list(oids)).objects}
+            for obj in seen.values():
+                if obj.phase is Phase.RUNNING and obj.cause and obj.cause.kind is CauseKind.NODE_LOST:
+                    running_lost.append(obj.cause.detail)
+            if seen[plain].phase is Phase.ENDED and seen[native].executions \
+                    and seen[native].executions[0].ended:
+                break
+            time.sleep(0.5)
+        assert running_lost, "never saw a running job on a NOT_RESPONDING node"
+        assert "sinfo: Node=" in running_lost[0] and "*" in running_lost[0]
+        assert seen[plain].cause.kind is CauseKind.NODE_LOST
+        assert "NODE_FAIL" in seen[plain].cause.detail
+        first = seen[native].executions[0]
+        assert first.cause.kind is CauseKind.NODE_LOST
+        assert seen[native].phase is not Phase.ENDED, seen[native]
+        assert seen[native].object_id == oids[native]
+    finally:
+        provoker.restore_node()
+        for oid in oids.values():
+            backend.dispatch_stop(oid, STOP)
+    node = wait_for(backend.dispatch_discover, [native],
+                    lambda s: s[native].phase is Phase.ENDED, timeout=60)[native]
+    assert node.cause.kind is CauseKind.CANCELLED
+
+
+def test_node_loss_window_is_declared_and_overridable_S25(monkeypatch, backend) -> None:
+    assert backend.dispatch_declare().node_loss_window.total_seconds() == 600
+    monkeypatch.setenv("DISPATCH_SLURM_NODE_LOSS_WINDOW", "45")
+    assert backend.dispatch_declare().node_loss_window.total_seconds() == 45
