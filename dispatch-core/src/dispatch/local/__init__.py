@@ -8,7 +8,8 @@ State directory (``DISPATCH_LOCAL_DIR``, default ``$XDG_STATE_HOME/dispatch/loca
     objects/<object id>/        one submission; the object id is local-<12 hex digits>
         meta.json               job id, submission, spec, gated, created_at, cwd, grace
         script                  the spec's script, when it has one
-        runner.json             the runner's pid, start time (/proc), boot id and host
+        runner.json             the runner's pid, start time (/proc), boot id and host,
+                                written by the runner once it is ready
         gate-open               present once the gate is open
         started.json            the command's pid, start time, boot id, host; started_at
         stop.json               dispatch asked to stop it, and why (the first ask wins)
@@ -37,9 +38,11 @@ Decisions, where the SPEC and the issue leave room:
   cannot have been reused.
 - A runner that died without recording an ending (the machine rebooted, the runner was
   SIGKILLed) is detected by pid + start time + boot id and reported ended ``unknown`` with
-  what was found. If its command is still running, it is reported running, and a stop kills
-  it directly. A state directory shared between hosts (NFS) works: processes of another
-  host are not checked from here, and their runner sees stop and gate files there.
+  what was found (a runner not on record 30 s after the submission too: it never got
+  going; see its ``runner.log``). If its command is still running, it is reported
+  running, and a stop kills it directly. A state directory shared between hosts (NFS)
+  works: processes of another host are not checked from here, and their runner sees stop
+  and gate files there.
 - The command runs in the submitter's environment plus ``spec.env`` (as ``sbatch``'s
   default), with ``DISPATCH_JOB_ID``, ``DISPATCH_SUBMISSION`` and ``DISPATCH_OBJECT_ID``
   set; in ``spec.workdir`` (relative to the submitting directory) or the submitting
@@ -53,8 +56,12 @@ Decisions, where the SPEC and the issue leave room:
   ``node_loss_window`` (30 s) is declared because every backend must; it is never used.
 - Discovery reads ``jobs/<job key>/`` for each job asked, then those objects' files: its
   cost follows the objects of the jobs asked, never every object on the machine (S-32).
-  Ids are unknown → absent. Discovery only reads; stop and open_gate are idempotent, and
+  Unknown job ids are absent. Discovery only reads; stop and open_gate are idempotent, and
   a stop waits up to the grace plus a margin for the ending to be recorded.
+- Unreachable (S-5): a state directory that exists but cannot be read (replaced by a
+  file, an unmounted share, an I/O error) makes every hook raise ``Unreachable``; one that
+  does not exist yet simply holds no objects. A runner that cannot write its records
+  keeps retrying for ten minutes, so an ending during a passing outage is not lost.
 - Objects are never deleted by dispatch; remove old ``objects/`` and ``jobs/`` entries by
   hand if they pile up.
 """
