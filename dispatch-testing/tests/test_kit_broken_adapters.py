@@ -43,13 +43,17 @@ def failed_tests(result: pytest.RunResult) -> set[str]:
 
 def run_kit(pytester: pytest.Pytester, name: str, backend: str, harness: str) -> pytest.RunResult:
     install(pytester, register(name, backend, harness))
-    return pytester.runpytest_inprocess("--dispatch-backend", name, "-p", "no:cacheprovider")
+    return pytester.runpytest_inprocess(
+        "--dispatch-backend", name, "-p", "no:cacheprovider", "-p", "no:hypothesispytest"
+    )
 
 
 def test_kit_passes_the_simulated_backend(pytester: pytest.Pytester) -> None:
     """S-30: the simulated scheduler's adapter passes every kit test (the control)."""
     pytester.makeini("[pytest]\nxfail_strict = true\n")
-    result = pytester.runpytest_inprocess("--dispatch-backend", "simulated")
+    result = pytester.runpytest_inprocess(
+        "--dispatch-backend", "simulated", "-p", "no:hypothesispytest"
+    )
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) >= 20 and "failed" not in outcomes, outcomes
     assert failed_tests(result) == set()
@@ -62,7 +66,11 @@ def test_kit_passes_the_simulated_backend(pytester: pytest.Pytester) -> None:
             "misclassifies",
             "MisclassifyingBackend",
             "MisclassifyingHarness",
-            {"test_scenario[preempted]", "test_scenario[native-recovery]"},
+            {
+                "test_scenario[preempted]",
+                "test_scenario[native-recovery]",
+                "test_supervisor_applies_the_policy_end_to_end",
+            },
             id="misclassifies",
         ),
         pytest.param(

@@ -21,7 +21,9 @@ class TestMine(BackendConformance):
 def run(pytester: pytest.Pytester, body: str, ini: str = "xfail_strict = true") -> pytest.RunResult:
     pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makepyfile(test_mine=CONFORMANCE.format(body=body))
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rxX")
+    return pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rxX"
+    )
 
 
 def test_kit_refuses_a_plain_override(pytester: pytest.Pytester) -> None:
@@ -65,7 +67,7 @@ def test_kit_accepts_a_strict_xfail_with_reason_and_fails_it_when_it_passes(
         "        BackendConformance.test_stop_is_idempotent(self, kit, new_job)\n"
     )
     result = run(pytester, body)
-    result.assert_outcomes(passed=25, failed=1)
+    result.assert_outcomes(passed=26, failed=1)
     result.stdout.fnmatch_lines(["*XPASS(strict)*our scheduler cannot list ended jobs yet*"])
 
 
@@ -87,7 +89,7 @@ def test_kit_fails_a_declared_cause_with_no_scenario(pytester: pytest.Pytester) 
     body = "    from partial import Partial as harness_class\n"
     pytester.syspathinsert()
     result = run(pytester, body)
-    result.assert_outcomes(passed=24, failed=2)
+    result.assert_outcomes(passed=25, failed=2)
     result.stdout.fnmatch_lines(
         ["*declares what makes 'preempted' required, but its harness neither provokes*"]
     )
@@ -103,7 +105,7 @@ def test_kit_reports_a_not_provokable_scenario_as_xfailed_with_its_reason(
     pytester.makepyfile(partial=HARNESS.format(reasons=reasons))
     pytester.syspathinsert()
     result = run(pytester, "    from partial import Partial as harness_class\n")
-    result.assert_outcomes(passed=24, xfailed=2)
+    result.assert_outcomes(passed=25, xfailed=2)
     result.stdout.fnmatch_lines(
         [
             "*XFAIL*test_scenario?preempted?*not provokable on simulated (offline): "
@@ -116,7 +118,7 @@ def test_kit_is_inert_without_being_asked(pytester: pytest.Pytester) -> None:
     """The plugin is installed for every pytest run; without --dispatch-backend and
     without a kit class it collects and changes nothing."""
     pytester.makepyfile(test_plain="def test_one():\n    assert 1 + 1 == 2\n")
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
     result.assert_outcomes(passed=1)
     assert "dispatch kit" not in result.stdout.str()
 

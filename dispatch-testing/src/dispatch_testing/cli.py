@@ -21,6 +21,9 @@ SETTINGS = (
     "xfail_strict=true",
     "-p",
     "no:cacheprovider",
+    # the kit's suite uses no hypothesis; its plugin costs seconds at start-up
+    "-p",
+    "no:hypothesispytest",
     "-W",
     "ignore::pytest.PytestAssertRewriteWarning",
     "-rxXf",

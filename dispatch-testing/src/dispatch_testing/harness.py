@@ -44,6 +44,7 @@ import time
 from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from dispatch import Backend, CauseKind, JobSpec, Phase, Provenance, SubmitRefused
@@ -241,6 +242,10 @@ class Harness:
     def wait(self, seconds: float) -> None:
         """Let ``seconds`` pass for the scheduler. A simulated scheduler advances its clock."""
         time.sleep(seconds)
+
+    def now(self) -> datetime:
+        """The scheduler's time (the end-to-end test runs the supervisor on it)."""
+        return datetime.now(UTC)
 
     # -- scenarios -----------------------------------------------------------------------
 

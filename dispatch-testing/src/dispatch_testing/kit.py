@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -117,8 +117,7 @@ class Kit:
         return f"kit-{uuid.uuid4().hex[:12]}"
 
     def now(self) -> datetime:
-        now = getattr(self.harness, "now", None)
-        return now() if callable(now) else datetime.now(UTC)
+        return self.harness.now()
 
     def discover(self, job_ids: Sequence[str]) -> Discovery:
         discovery = self.backend.discover(job_ids)

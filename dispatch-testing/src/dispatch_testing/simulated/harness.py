@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Set
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from dispatch import Backend, CauseKind, JobSpec, Resources, SubmitRefused
 
@@ -33,6 +33,9 @@ class SimulatedHarness(Harness):
 
     def wait(self, seconds: float) -> None:
         self.scheduler.advance(seconds)
+
+    def now(self) -> datetime:
+        return self.scheduler.now()
 
     def calls(self) -> int:
         return self.scheduler.calls

@@ -1,0 +1,69 @@
+"""A backend plugin that lets the core supervisor drive a harness's scenarios.
+
+The supervisor decides when to submit and which submission number; the harness decides
+what runs and what happens to it. :class:`ProvokingPlugin` joins the two: the supervisor's
+``dispatch_submit`` for submission N calls ``harness.provoke(script[N], ...)`` with a
+backend that files the harness's submit under N (and the gate the supervisor asked for).
+Everything else goes straight to the real backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dispatch import Backend, Cause, Declarations, Discovery, JobSpec, hookimpl
+
+from dispatch_testing.harness import Harness, Provoked, Scenario
+
+
+class _Refiling:
+    """The real backend, except that a submit is filed under the supervisor's numbers."""
+
+    def __init__(self, real: Backend, submission: int, gated: bool) -> None:
+        self._real = real
+        self._submission = submission
+        self._gated = gated
+
+    def submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        return self._real.submit(job_id, self._submission, spec, self._gated)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class ProvokingPlugin:
+    def __init__(self, harness: Harness, real: Backend, script: Mapping[int, Scenario]) -> None:
+        self.harness = harness
+        self.real = real
+        self.script = dict(script)
+        self.provoked: dict[int, Provoked] = {}
+
+    @hookimpl
+    def dispatch_declare(self) -> Declarations:
+        return self.real.declarations
+
+    @hookimpl
+    def dispatch_discover(self, job_ids: Sequence[str]) -> Discovery:
+        return self.real.discover(job_ids)
+
+    @hookimpl
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        scenario = self.script.get(submission)
+        if scenario is None:
+            return self.real.submit(job_id, submission, spec, gated)
+        refiling: Any = _Refiling(self.real, submission, gated)
+        provoked = self.harness.provoke(scenario, refiling, job_id)
+        self.provoked[submission] = provoked
+        if provoked.refused is not None:
+            raise provoked.refused
+        assert provoked.object_id is not None
+        return provoked.object_id
+
+    @hookimpl
+    def dispatch_open_gate(self, object_id: str) -> None:
+        self.real.open_gate(object_id)
+
+    @hookimpl
+    def dispatch_stop(self, object_id: str, cause: Cause) -> None:
+        self.real.stop(object_id, cause)
