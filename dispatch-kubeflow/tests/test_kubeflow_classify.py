@@ -156,6 +156,25 @@ def test_disruption_target_preemption_outranks_its_exit_code(reason: str) -> Non
     assert reason in view.cause.detail and view.cause.exit_code is None
 
 
+@pytest.mark.parametrize(("ctype", "reason", "kind"), [
+    ("TerminationTarget", "WorkloadEvictedDueToPreempted", CauseKind.PREEMPTED),
+    ("DisruptionTarget", "WorkloadEvictedDueToPreempted", CauseKind.PREEMPTED),
+    ("TerminationTarget", "WorkloadEvictedDueToNodeFailures", CauseKind.NODE_LOST),
+])
+def test_kueue_eviction_marked_on_the_pod(ctype: str, reason: str, kind: CauseKind) -> None:
+    """Kueue marks an evicted workload's pods (TerminationTarget, DisruptionTarget before)."""
+    taken = pod(phase="Failed", state=terminated("Error", 137),
+                conds=(c(ctype, reason=reason, message="Preempted to accommodate a higher priority Workload"),))
+    view = see(trainjob(FAILED_JOBS), pods=(taken,))
+    assert view.cause.kind is kind and reason in view.cause.detail
+
+
+def test_kueue_eviction_for_node_failures_is_pending_node_lost() -> None:
+    wl = workload(c("Evicted", reason="NodeFailures", message="Workload was evicted as there was no replacement"))
+    view = see(trainjob(suspend=True, labels={tags.KUEUE_QUEUE: "team-a"}), wl=wl)
+    assert view.phase is Phase.PENDING and view.cause.kind is CauseKind.NODE_LOST
+
+
 @pytest.mark.parametrize(("status_reason", "kind"), [("Evicted", CauseKind.PREEMPTED), ("Terminated", CauseKind.NODE_LOST)])
 def test_kubelet_termination_is_pressure_eviction_or_node_shutdown(status_reason: str, kind: CauseKind) -> None:
     taken = pod(phase="Failed", reason=status_reason, state=terminated("Error", 137),

@@ -36,7 +36,15 @@ DISRUPTIONS = {
     "EvictionByEvictionAPI": CauseKind.PREEMPTED,
     "DeletionByTaintManager": CauseKind.NODE_LOST,
     "DeletionByPodGC": CauseKind.NODE_LOST,
+    # Kueue marks the pods of an evicted workload (condition TerminationTarget in recent
+    # Kueue, DisruptionTarget in older ones)
+    "WorkloadEvictedDueToPreempted": CauseKind.PREEMPTED,
+    "WorkloadEvictedDueToNodeFailures": CauseKind.NODE_LOST,
 }
+#: Pod condition types that say who is taking the pod away.
+DISRUPTION_CONDITIONS = ("DisruptionTarget", "TerminationTarget")
+#: Kueue Workload ``Evicted`` reasons that leave the TrainJob queued to run again.
+KUEUE_REQUEUES = {"Preempted": CauseKind.PREEMPTED, "NodeFailures": CauseKind.NODE_LOST}
 #: Container waiting reasons that mean the kubelet cannot start it (a Pending pod never
 #: fails its Job, so these are reported pending; the core's launch window ends the wait).
 LAUNCH_REASONS = frozenset({
@@ -118,13 +126,15 @@ def pod_cause(pod: Obj) -> Cause | None:
     it caused (a preempted pod exits 143; it was preempted, it did not fail)."""
     status = pod.get("status") or {}
     name = (pod.get("metadata") or {}).get("name", "")
-    disruption = true(pod, "DisruptionTarget")
-    if disruption is not None:
+    for ctype in DISRUPTION_CONDITIONS:
+        disruption = true(pod, ctype)
+        if disruption is None:
+            continue
         reason = disruption.get("reason") or ""
         kind = DISRUPTIONS.get(reason)
         if reason == "TerminationByKubelet":
             kind = CauseKind.NODE_LOST if status.get("reason") == "Terminated" else CauseKind.PREEMPTED
-        return _cause(kind or CauseKind.UNKNOWN, f"pod {name}: DisruptionTarget {_said(disruption)}",
+        return _cause(kind or CauseKind.UNKNOWN, f"pod {name}: {ctype} {_said(disruption)}",
                       disruption.get("lastTransitionTime"))
     for cs in status.get("containerStatuses") or []:
         for where in ("state", "lastState"):
@@ -327,8 +337,8 @@ def classify(ev: Evidence, remembered: Mapping[int, Cause] | None = None) -> Obj
                 reason = evicted.get("reason") or ""
                 words = f"Kueue workload {wl['metadata']['name']}: Evicted {_said(evicted)}"
                 at = evicted.get("lastTransitionTime")
-                if reason == "Preempted":
-                    return view(Phase.PENDING, "Suspended", _cause(CauseKind.PREEMPTED, words, at))
+                if reason in KUEUE_REQUEUES:
+                    return view(Phase.PENDING, "Suspended", _cause(KUEUE_REQUEUES[reason], words, at))
                 if reason.endswith("MaximumExecutionTimeExceeded"):
                     limit = _cause(CauseKind.TIME_LIMIT, words, at)
                     return view(Phase.ENDED, "Suspended", limit, limit)
