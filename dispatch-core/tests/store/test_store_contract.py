@@ -150,6 +150,33 @@ class TestRecordStoreContract:
         assert store.read("job-c")[-1].type == "outcome-committed"
         assert store.read("job-d") == ev.record("job-d", 1)
 
+    def test_key_refusal_midway_leaves_that_job_untouched_and_keeps_the_others_S33(
+        self, harness, store, ev
+    ):
+        """Atomic in the database itself: a job whose version check passes but whose
+        second event hits the (job_id, seq) key (a row planted behind the store's back)
+        keeps none of its batch, and the other jobs of the call are still written."""
+        for job in ("job-a", "job-b"):
+            store.append(job, 0, ev.record(job, 1))
+        planted = ev.hold("job-a", 3)
+        harness.raw(
+            "INSERT INTO dispatch_events (job_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)",
+            ("job-a", 3, planted.type, "2026-03-01T12:00:03+00:00", planted.model_dump_json()),
+        )
+        result = store.append_many([
+            Batch("job-a", 1, [ev.requested("job-a", 2), ev.object_created("job-a", 3)]),
+            Batch("job-b", 1, [ev.requested("job-b", 2)]),
+        ])
+        assert isinstance(result["job-a"], RecordConflict)
+        assert "(job_id, seq)" in str(result["job-a"]) and "'job-a'" in str(result["job-a"])
+        assert result["job-b"] == 2
+        seqs = harness.raw("SELECT seq FROM dispatch_events WHERE job_id = 'job-a' ORDER BY seq")
+        assert seqs == [(1,), (3,)]
+        assert harness.raw("SELECT version FROM dispatch_jobs WHERE job_id = 'job-a'") == [(1,)]
+        assert [e.seq for e in store.read("job-b")] == [1, 2]
+        with pytest.raises(RecordConflict):
+            store.append("job-a", 1, [ev.requested("job-a", 2), ev.object_created("job-a", 3)])
+
     def test_append_many_with_bad_input_anywhere_writes_nothing_S36(self, harness, store, ev):
         store.append("job-a", 0, ev.record("job-a", 1))
         before = snapshot(harness)

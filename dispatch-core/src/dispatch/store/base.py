@@ -99,6 +99,16 @@ class LeaseConflict(RecordConflict):
         )
 
 
+def key_conflict(job_id: str | None, location: str, exc: BaseException) -> RecordConflict:
+    """The ``(job_id, seq)`` key refused a row the version check let through: the store's
+    version of a job disagrees with its events, so the writer must read again."""
+    who = f"job {job_id!r}: " if job_id else ""
+    return RecordConflict(
+        f"{who}record store {location}: append refused by the (job_id, seq) key ({exc}); "
+        "another writer or a damaged record holds that sequence number; read the record again"
+    )
+
+
 @dataclass
 class Prepared:
     """A validated batch, flattened into what drivers write."""

@@ -33,6 +33,7 @@ from dispatch.store.base import (
     Batch,
     JobSummary,
     Lease,
+    Prepared,
     RecordStore,
     check,
     check_filter,
@@ -43,6 +44,7 @@ from dispatch.store.base import (
     decide_lease,
     decode_row,
     in_utc,
+    key_conflict,
     prepare,
     summary_outcome,
     unknown_job,
@@ -188,10 +190,7 @@ class PostgresStore(RecordStore):
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise Unreachable(f"record store {self.location}: {what} failed: {exc}") from exc
         except psycopg.errors.UniqueViolation as exc:
-            raise RecordConflict(
-                f"record store {self.location}: {what} refused by the (job_id, seq) key: {exc}; "
-                "read the records again"
-            ) from exc
+            raise key_conflict(None, self.location, exc) from exc
         except (psycopg.errors.InsufficientPrivilege, psycopg.DataError) as exc:
             raise BadInput(f"record store {self.location}: {what} refused: {exc}") from exc
         except psycopg.Error as exc:
@@ -228,72 +227,55 @@ class PostgresStore(RecordStore):
         items = prepare(batches)
         if not items:
             return {}
+        try:
+            return self._transaction("append", lambda c: self._append(c, items, isolate=False))
+        except RecordConflict:
+            # The version check passed but the (job_id, seq) key refused a row: the jobs table
+            # and the events disagree. Write each job under its own savepoint so that job
+            # alone is refused and the others are kept.
+            return self._transaction("append", lambda c: self._append(c, items, isolate=True))
 
-        def body(conn: psycopg.Connection[Any]) -> dict[str, int | RecordConflict]:
-            conn.execute("LOCK TABLE dispatch_events IN EXCLUSIVE MODE")
-            ids = [item.batch.job_id for item in items]
-            versions = dict(
-                conn.execute(
-                    "SELECT job_id, version FROM dispatch_jobs WHERE job_id = ANY(%s)", (ids,)
-                ).fetchall()
-            )
-            leased = sorted(i.batch.job_id for i in items if i.batch.lease is not None)
-            leases: dict[str, tuple[str, int]] = {}
-            if leased:
-                for job_id, owner, token in conn.execute(
-                    "SELECT job_id, owner, token FROM dispatch_leases WHERE job_id = ANY(%s) "
-                    "ORDER BY job_id FOR SHARE",
-                    (leased,),
-                ):
-                    leases[job_id] = (owner, token)
-            result: dict[str, int | RecordConflict] = {}
-            ok = []
-            for item in items:
-                job_id = item.batch.job_id
-                conflict = check(item, versions.get(job_id, 0), leases.get(job_id))
-                if conflict is not None:
-                    result[job_id] = conflict
-                else:
-                    ok.append(item)
-                    result[job_id] = item.version
-            with conn.cursor().copy(
-                "COPY dispatch_events (job_id, seq, type, at, body) FROM STDIN"
-            ) as copy:
-                for item in ok:
-                    for row in item.rows:
-                        copy.write_row(row)
-            created = [i for i in ok if i.created is not None]
-            if created:
-                conn.execute(
-                    "INSERT INTO dispatch_jobs "
-                    "(job_id, name, backend, created_at, version, outcome) "
-                    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::timestamptz[], "
-                    "%s::int[], %s::text[])",
-                    (
-                        [i.batch.job_id for i in created],
-                        [i.created.name for i in created if i.created],
-                        [i.created.backend for i in created if i.created],
-                        [i.created.at for i in created if i.created],
-                        [i.version for i in created],
-                        [i.outcome.value if i.outcome else None for i in created],
-                    ),
-                )
-            updated = [i for i in ok if i.created is None]
-            if updated:
-                conn.execute(
-                    "UPDATE dispatch_jobs SET version = u.version, "
-                    "outcome = coalesce(u.outcome, dispatch_jobs.outcome) "
-                    "FROM unnest(%s::text[], %s::int[], %s::text[]) AS u(job_id, version, outcome) "
-                    "WHERE dispatch_jobs.job_id = u.job_id",
-                    (
-                        [i.batch.job_id for i in updated],
-                        [i.version for i in updated],
-                        [i.outcome.value if i.outcome else None for i in updated],
-                    ),
-                )
+    def _append(
+        self, conn: psycopg.Connection[Any], items: list[Prepared], *, isolate: bool
+    ) -> dict[str, int | RecordConflict]:
+        import psycopg
+
+        conn.execute("LOCK TABLE dispatch_events IN EXCLUSIVE MODE")
+        ids = [item.batch.job_id for item in items]
+        versions = dict(
+            conn.execute(
+                "SELECT job_id, version FROM dispatch_jobs WHERE job_id = ANY(%s)", (ids,)
+            ).fetchall()
+        )
+        leased = sorted(i.batch.job_id for i in items if i.batch.lease is not None)
+        leases: dict[str, tuple[str, int]] = {}
+        if leased:
+            for job_id, owner, token in conn.execute(
+                "SELECT job_id, owner, token FROM dispatch_leases WHERE job_id = ANY(%s) "
+                "ORDER BY job_id FOR SHARE",
+                (leased,),
+            ):
+                leases[job_id] = (owner, token)
+        result: dict[str, int | RecordConflict] = {}
+        ok = []
+        for item in items:
+            job_id = item.batch.job_id
+            conflict = check(item, versions.get(job_id, 0), leases.get(job_id))
+            if conflict is not None:
+                result[job_id] = conflict
+            else:
+                ok.append(item)
+                result[job_id] = item.version
+        if not isolate:
+            _insert(conn, ok)
             return result
-
-        return self._transaction("append", body)
+        for item in ok:
+            try:
+                with conn.transaction():
+                    _insert(conn, [item])
+            except psycopg.errors.UniqueViolation as exc:
+                result[item.batch.job_id] = key_conflict(item.batch.job_id, self.location, exc)
+        return result
 
     def read(self, job_id: str, after: int = 0) -> list[Event]:
         check_job_ids([job_id], "read")
@@ -435,6 +417,44 @@ class PostgresStore(RecordStore):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _insert(conn: psycopg.Connection[Any], items: list[Prepared]) -> None:
+    with conn.cursor().copy(
+        "COPY dispatch_events (job_id, seq, type, at, body) FROM STDIN"
+    ) as copy:
+        for item in items:
+            for row in item.rows:
+                copy.write_row(row)
+    created = [i for i in items if i.created is not None]
+    if created:
+        conn.execute(
+            "INSERT INTO dispatch_jobs "
+            "(job_id, name, backend, created_at, version, outcome) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::timestamptz[], "
+            "%s::int[], %s::text[])",
+            (
+                [i.batch.job_id for i in created],
+                [i.created.name for i in created if i.created],
+                [i.created.backend for i in created if i.created],
+                [i.created.at for i in created if i.created],
+                [i.version for i in created],
+                [i.outcome.value if i.outcome else None for i in created],
+            ),
+        )
+    updated = [i for i in items if i.created is None]
+    if updated:
+        conn.execute(
+            "UPDATE dispatch_jobs SET version = u.version, "
+            "outcome = coalesce(u.outcome, dispatch_jobs.outcome) "
+            "FROM unnest(%s::text[], %s::int[], %s::text[]) AS u(job_id, version, outcome) "
+            "WHERE dispatch_jobs.job_id = u.job_id",
+            (
+                [i.batch.job_id for i in updated],
+                [i.version for i in updated],
+                [i.outcome.value if i.outcome else None for i in updated],
+            ),
+        )
 
 
 def _lease_columns(leases: list[Lease]) -> tuple[list[Any], ...]:

@@ -25,6 +25,7 @@ from dispatch.store.base import (
     Batch,
     JobSummary,
     Lease,
+    Prepared,
     RecordStore,
     check,
     check_filter,
@@ -34,6 +35,7 @@ from dispatch.store.base import (
     check_position,
     decide_lease,
     decode_row,
+    key_conflict,
     prepare,
     summary_outcome,
     unknown_job,
@@ -87,6 +89,37 @@ def _micros(value: datetime) -> int:
 
 def _from_micros(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
+
+
+def _insert(db: sqlite3.Connection, items: list[Prepared]) -> None:
+    db.executemany(
+        "INSERT INTO dispatch_events (job_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)",
+        [(j, s, t, _stamp(a), b) for item in items for (j, s, t, a, b) in item.rows],
+    )
+    db.executemany(
+        "INSERT INTO dispatch_jobs (job_id, name, backend, created_at, version, outcome) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (
+                i.batch.job_id,
+                i.created.name,
+                i.created.backend,
+                _stamp(i.created.at),
+                i.version,
+                i.outcome.value if i.outcome else None,
+            )
+            for i in items
+            if i.created is not None
+        ],
+    )
+    db.executemany(
+        "UPDATE dispatch_jobs SET version = ?, outcome = coalesce(?, outcome) WHERE job_id = ?",
+        [
+            (i.version, i.outcome.value if i.outcome else None, i.batch.job_id)
+            for i in items
+            if i.created is None
+        ],
+    )
 
 
 def _make_private_dirs(directory: Path) -> None:
@@ -163,10 +196,7 @@ class SQLiteStore(RecordStore):
             raise Unreachable(f"record store {self.location}: {what} failed: {exc}") from exc
         except sqlite3.IntegrityError as exc:
             self._rollback()
-            raise RecordConflict(
-                f"record store {self.location}: {what} refused by the (job_id, seq) key: {exc}; "
-                "read the records again"
-            ) from exc
+            raise key_conflict(None, self.location, exc) from exc
         except sqlite3.DatabaseError as exc:
             self._rollback()
             raise BadInput(
@@ -205,67 +235,56 @@ class SQLiteStore(RecordStore):
         items = prepare(batches)
         if not items:
             return {}
+        try:
+            return self._write("append", lambda db: self._append(db, items, isolate=False))
+        except RecordConflict:
+            # The pre-check passed but the (job_id, seq) key refused a row: the jobs table
+            # and the events disagree (a damaged file). Write each job under its own
+            # savepoint so that job alone is refused and the others are kept.
+            return self._write("append", lambda db: self._append(db, items, isolate=True))
 
-        def body(db: sqlite3.Connection) -> dict[str, int | RecordConflict]:
-            ids = json.dumps([item.batch.job_id for item in items])
-            versions = dict(
-                db.execute(
-                    "SELECT job_id, version FROM dispatch_jobs "
-                    "WHERE job_id IN (SELECT value FROM json_each(?))",
-                    (ids,),
-                ).fetchall()
+    def _append(
+        self, db: sqlite3.Connection, items: list[Prepared], *, isolate: bool
+    ) -> dict[str, int | RecordConflict]:
+        ids = json.dumps([item.batch.job_id for item in items])
+        versions = dict(
+            db.execute(
+                "SELECT job_id, version FROM dispatch_jobs "
+                "WHERE job_id IN (SELECT value FROM json_each(?))",
+                (ids,),
+            ).fetchall()
+        )
+        leased = json.dumps([i.batch.job_id for i in items if i.batch.lease is not None])
+        leases = {
+            job_id: (owner, token)
+            for job_id, owner, token in db.execute(
+                "SELECT job_id, owner, token FROM dispatch_leases "
+                "WHERE job_id IN (SELECT value FROM json_each(?))",
+                (leased,),
             )
-            leased = json.dumps([i.batch.job_id for i in items if i.batch.lease is not None])
-            leases = {
-                job_id: (owner, token)
-                for job_id, owner, token in db.execute(
-                    "SELECT job_id, owner, token FROM dispatch_leases "
-                    "WHERE job_id IN (SELECT value FROM json_each(?))",
-                    (leased,),
-                )
-            }
-            result: dict[str, int | RecordConflict] = {}
-            ok = []
-            for item in items:
-                job_id = item.batch.job_id
-                conflict = check(item, versions.get(job_id, 0), leases.get(job_id))
-                if conflict is not None:
-                    result[job_id] = conflict
-                else:
-                    ok.append(item)
-                    result[job_id] = item.version
-            db.executemany(
-                "INSERT INTO dispatch_events (job_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)",
-                [(j, s, t, _stamp(a), b) for item in ok for (j, s, t, a, b) in item.rows],
-            )
-            db.executemany(
-                "INSERT INTO dispatch_jobs (job_id, name, backend, created_at, version, outcome) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        i.batch.job_id,
-                        i.created.name,
-                        i.created.backend,
-                        _stamp(i.created.at),
-                        i.version,
-                        i.outcome.value if i.outcome else None,
-                    )
-                    for i in ok
-                    if i.created is not None
-                ],
-            )
-            db.executemany(
-                "UPDATE dispatch_jobs SET version = ?, outcome = coalesce(?, outcome) "
-                "WHERE job_id = ?",
-                [
-                    (i.version, i.outcome.value if i.outcome else None, i.batch.job_id)
-                    for i in ok
-                    if i.created is None
-                ],
-            )
+        }
+        result: dict[str, int | RecordConflict] = {}
+        ok = []
+        for item in items:
+            job_id = item.batch.job_id
+            conflict = check(item, versions.get(job_id, 0), leases.get(job_id))
+            if conflict is not None:
+                result[job_id] = conflict
+            else:
+                ok.append(item)
+                result[job_id] = item.version
+        if not isolate:
+            _insert(db, ok)
             return result
-
-        return self._write("append", body)
+        for item in ok:
+            db.execute("SAVEPOINT job")
+            try:
+                _insert(db, [item])
+            except sqlite3.IntegrityError as exc:
+                db.execute("ROLLBACK TO job")
+                result[item.batch.job_id] = key_conflict(item.batch.job_id, self.location, exc)
+            db.execute("RELEASE job")
+        return result
 
     def read(self, job_id: str, after: int = 0) -> list[Event]:
         check_job_ids([job_id], "read")
