@@ -157,8 +157,11 @@ def _numeric(object_id: str) -> tuple[int, str]:
 
 def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow],
             nodes: dict[str, NodeRow] | None) -> ObjectView:
-    last = rows[-1] if rows else None
-    earlier = rows[:-1]
+    # sacct -D lists incarnations in order: the first ``restarts`` ended in a requeue, the
+    # next (if sacct has written it yet) is the current one
+    split = sq.restarts if sq is not None else max(len(rows) - 1, 0)
+    earlier = rows[:split]
+    last = rows[split] if len(rows) > split else None
     if sq is not None:
         derived = sq.derived
         if derived.signal == 0 and last is not None and last.derived.signal:
@@ -173,7 +176,7 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
         submitted = sq.submitted
         restarts = sq.restarts
     else:
-        assert last is not None
+        assert last is not None  # an object comes from squeue or from at least one sacct row
         answer = _history_answer(last)
         ended_at, started_at, ran_on = last.ended, last.started, last.nodes
         submitted = last.submitted

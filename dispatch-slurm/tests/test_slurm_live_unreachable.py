@@ -1,0 +1,83 @@
+"""Slurm out of reach raises Unreachable, never a state (S-5), on real daemons.
+
+slurmctld is stopped (and restarted by the start script) for the controller case; slurmdbd
+for the accounting case, where squeue still answers but sacct refuses: dispatch does not
+report a discovery from squeue alone (sacct holds the executions), it raises.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from dispatch import Cause, CauseKind, Provenance, Unreachable
+
+from dispatch_slurm.backend import SlurmBackend
+from dispatch_slurm.provoke import START_SCRIPT, STATE_DIR
+from dispatch_slurm.runner import Runner
+
+pytestmark = pytest.mark.live
+
+STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail="live test")
+
+
+def _kill(pidfile: Path) -> None:
+    pid = int(pidfile.read_text().strip())
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"pid {pid} from {pidfile} did not stop")
+
+
+def _restart() -> None:
+    subprocess.run(["bash", str(START_SCRIPT)], env=dict(os.environ, SKIP_APT="1"), check=True,
+                   capture_output=True, timeout=180)
+
+
+def test_controller_down_raises_unreachable_for_every_hook_S5(slurm_cluster, provoker) -> None:
+    backend = SlurmBackend(Runner(timeout=20))
+    job = f"live-unreach-{uuid.uuid4().hex[:8]}"
+    oid = provoker.long(job)
+    _kill(STATE_DIR / "slurmctld.pid")
+    try:
+        with pytest.raises(Unreachable, match="Unable to contact slurm controller"):
+            backend.dispatch_discover([job])
+        with pytest.raises(Unreachable, match="Unable to contact slurm controller"):
+            backend.dispatch_stop(oid, STOP)
+        with pytest.raises(Unreachable, match="Unable to contact slurm controller"):
+            backend.dispatch_submit(f"{job}-2", 1, provoker.spec(("true",)), False)
+    finally:
+        _restart()
+    found = backend.dispatch_discover([job]).objects
+    assert [o.object_id for o in found] == [oid]  # the running job survived the outage
+    backend.dispatch_stop(oid, STOP)
+
+
+def test_accounting_down_raises_unreachable_not_a_partial_discovery_S5(slurm_cluster) -> None:
+    backend = SlurmBackend()
+    _kill(STATE_DIR / "slurmdbd.pid")
+    try:
+        with pytest.raises(Unreachable, match="Connection refused"):
+            backend.dispatch_discover(["any-job"])
+    finally:
+        _restart()
+    assert backend.dispatch_discover(["any-job"]).objects == ()
+
+
+def test_a_command_past_its_timeout_is_unreachable_S5() -> None:
+    with pytest.raises(Unreachable, match="did not answer within 0.2 s"):
+        Runner(timeout=0.2).run(["sleep", "5"])
+
+
+def test_a_missing_command_is_unreachable_S5() -> None:
+    with pytest.raises(Unreachable, match="not installed"):
+        Runner().run(["sbatch-does-not-exist-here"])
