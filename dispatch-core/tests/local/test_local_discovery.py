@@ -165,11 +165,30 @@ def test_runner_and_command_killed_is_ended_unknown_not_running_for_ever_S4(
     assert execution.cause == view.cause and execution.started_at is not None
 
 
+@pytest.mark.parametrize(
+    ("script", "sent"),
+    [
+        ("exec sleep 30\n", "sent SIGTERM to its process group"),
+        (
+            "trap '' TERM\necho ready > ready\nsleep 30\n",
+            "sent SIGTERM to its process group, then SIGKILL after a grace of 0.5s",
+        ),
+    ],
+)
 def test_a_command_that_outlives_its_runner_runs_and_stop_still_kills_it_S30(
-    state_dir: Path, backend: LocalBackend, settle: Callable[..., ObjectView]
+    state_dir: Path,
+    backend: LocalBackend,
+    settle: Callable[..., ObjectView],
+    wait_file: Callable[[Path], str],
+    tmp_path: Path,
+    script: str,
+    sent: str,
 ) -> None:
-    object_id = backend.dispatch_submit("job-alone", 1, JobSpec(command=("sleep", "30")), False)
+    spec = JobSpec(script=script, workdir=str(tmp_path))
+    object_id = backend.dispatch_submit("job-alone", 1, spec, False)
     settle("job-alone", running)
+    if "ready" in script:
+        wait_file(tmp_path / "ready")  # its trap is set
     runner, command = _runner_of(state_dir, object_id), _command_of(state_dir, object_id)
     os.kill(runner.pid, signal.SIGKILL)
     settle("job-alone", lambda v: gone(runner) is not None)
@@ -181,7 +200,7 @@ def test_a_command_that_outlives_its_runner_runs_and_stop_still_kills_it_S30(
     assert view.phase is Phase.ENDED
     assert view.cause is not None and view.cause.kind is CauseKind.CANCELLED
     assert view.cause.detail == (
-        "enough; its local runner was gone, so dispatch sent SIGTERM to its process group; "
+        f"enough; its local runner was gone, so dispatch {sent}; "
         "the command's exit status is not known"
     )
     assert gone(command) is not None
