@@ -7,6 +7,7 @@ the tests that name their fault, and only those.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from dispatch import (
     Cause,
@@ -29,9 +30,14 @@ class MisclassifyingBackend(SimulatedBackend):
     default_name = "misclassifies"
 
     def _map(
-        self, state: str, reason: str, exit_code: int | None, last: ExecRow
+        self,
+        state: str,
+        reason: str,
+        exit_code: int | None,
+        last: ExecRow,
+        since: datetime | None,
     ) -> tuple[Phase, Cause | None]:
-        phase, cause = super()._map(state, reason, exit_code, last)
+        phase, cause = super()._map(state, reason, exit_code, last, since)
         if state == "PREEMPTED" and cause is not None:
             cause = cause.model_copy(
                 update={

@@ -116,6 +116,8 @@ class SimExecution:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     nodes: tuple[str, ...] = ()
+    #: when the scheduler started giving the current reason
+    reason_at: datetime | None = None
 
 
 @dataclass
@@ -127,7 +129,9 @@ class SimObject:
     gated: bool
     requeues_left: int = 0
     admin_hold: str | None = None
+    admin_hold_at: datetime | None = None
     garbled: str | None = None
+    garbled_at: datetime | None = None
     hidden_until: datetime | None = None
     executions: list[SimExecution] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
@@ -154,6 +158,7 @@ class ExecRow:
     started_at: datetime | None
     ended_at: datetime | None
     nodes: tuple[str, ...]
+    reason_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,8 @@ class Row:
     exit_code: int | None
     created_at: datetime
     executions: tuple[ExecRow, ...]
+    #: since when the scheduler has given this state's reason
+    since: datetime | None = None
 
 
 class SimScheduler:
@@ -276,7 +283,8 @@ class SimScheduler:
 
     def garble(self, object_id: str, raw: str) -> None:
         """From now on the scheduler answers ``raw`` for this object's state."""
-        self._objects[object_id].garbled = raw
+        obj = self._objects[object_id]
+        obj.garbled, obj.garbled_at = raw, self.clock.now()
 
     def preempt(self, object_id: str, reason: str = "Preempted by a higher priority job") -> None:
         self._end_now(self._objects[object_id], "PREEMPTED", reason, None)
@@ -285,7 +293,7 @@ class SimScheduler:
         obj = self._objects[object_id]
         outcome = node_loss(0.0, keeps_running)
         if keeps_running:
-            obj.current.reason = outcome.reason
+            self._say(obj.current, outcome.reason)
             obj.in_flight = None
             obj.epoch += 1
         else:
@@ -301,7 +309,7 @@ class SimScheduler:
     def admin_hold(self, object_id: str, reason: str = "JobHeldAdmin") -> None:
         obj = self._objects[object_id]
         if obj.current.state in ("PENDING", "GATED"):
-            obj.admin_hold = reason
+            obj.admin_hold, obj.admin_hold_at = reason, self.clock.now()
             obj.epoch += 1
             if obj.object_id in self._queue:
                 self._queue.remove(obj.object_id)
@@ -392,18 +400,38 @@ class SimScheduler:
 
     def _row(self, obj: SimObject) -> Row:
         executions = tuple(
-            ExecRow(e.index, e.state, e.reason, e.exit_code, e.started_at, e.ended_at, e.nodes)
+            ExecRow(
+                e.index,
+                e.state,
+                e.reason,
+                e.exit_code,
+                e.started_at,
+                e.ended_at,
+                e.nodes,
+                e.reason_at,
+            )
             for e in obj.executions
         )
         current = obj.current
-        state, reason = current.state, current.reason
+        state, reason, since = current.state, current.reason, current.reason_at
         if obj.admin_hold is not None and state in ("PENDING", "GATED"):
-            state, reason = "HELD", obj.admin_hold
+            state, reason, since = "HELD", obj.admin_hold, obj.admin_hold_at
         if obj.garbled is not None:
-            state, reason = obj.garbled, ""
+            state, reason, since = obj.garbled, "", obj.garbled_at
         return Row(
-            obj.object_id, obj.tags, state, reason, current.exit_code, obj.created_at, executions
+            obj.object_id,
+            obj.tags,
+            state,
+            reason,
+            current.exit_code,
+            obj.created_at,
+            executions,
+            since,
         )
+
+    def _say(self, execution: SimExecution, reason: str) -> None:
+        if reason != execution.reason:
+            execution.reason, execution.reason_at = reason, self.clock.now()
 
     def _needs(self, obj: SimObject) -> int:
         return obj.spec.resources.nodes
@@ -414,18 +442,19 @@ class SimScheduler:
         if self.free_nodes is not None:
             assert self.total_nodes is not None
             if self._needs(obj) > self.total_nodes:
-                obj.current.reason = (
+                self._say(
+                    obj.current,
                     f"Resources: {self._needs(obj)} nodes requested, "
-                    f"the cluster has {self.total_nodes}"
+                    f"the cluster has {self.total_nodes}",
                 )
                 return
             if self._needs(obj) > self.free_nodes or self._queue:
-                obj.current.reason = "Resources: waiting for free nodes"
+                self._say(obj.current, "Resources: waiting for free nodes")
                 if obj.object_id not in self._queue:
                     self._queue.append(obj.object_id)
                 return
             self.free_nodes -= self._needs(obj)
-        obj.current.reason = ""
+        self._say(obj.current, "")
         if self.start_delay:
             self._at(self.start_delay, obj, "start")
         else:
@@ -466,7 +495,7 @@ class SimScheduler:
         assert outcome is not None
         obj.in_flight = None
         if outcome.keeps_running:
-            obj.current.reason = outcome.reason
+            self._say(obj.current, outcome.reason)
             obj.epoch += 1
             return
         self._end_now(obj, outcome.state, outcome.reason, outcome.exit_code)
@@ -478,7 +507,8 @@ class SimScheduler:
         was_running = execution.state == "RUNNING"
         obj.in_flight = None
         obj.epoch += 1
-        execution.state, execution.reason, execution.exit_code = state, reason, exit_code
+        execution.state, execution.exit_code = state, exit_code
+        self._say(execution, reason)
         execution.ended_at = self.clock.now()
         if obj.object_id in self._queue:
             self._queue.remove(obj.object_id)
@@ -488,7 +518,9 @@ class SimScheduler:
             obj.requeues_left -= 1
             obj.executions.append(
                 SimExecution(
-                    index=execution.index + 1, reason=f"Requeued: {state} {reason}".strip()
+                    index=execution.index + 1,
+                    reason=f"Requeued: {state} {reason}".strip(),
+                    reason_at=self.clock.now(),
                 )
             )
             self._try_start(obj)
@@ -501,7 +533,7 @@ class SimScheduler:
                 return
             self._queue.pop(0)
             self.free_nodes -= self._needs(obj)
-            obj.current.reason = ""
+            self._say(obj.current, "")
             if self.start_delay:
                 self._at(self.start_delay, obj, "start")
             else:
