@@ -20,7 +20,14 @@ from typing import Literal, Self
 
 from dispatch.enums import TERMINAL_STATES, State
 from dispatch.errors import BadInput, DecodeError, RecordConflict, UnknownJob
-from dispatch.events import EVENT_TYPES, Event, JobCreated, OutcomeCommitted, decode_event
+from dispatch.events import (
+    EVENT_TYPES,
+    Event,
+    JobCreated,
+    OutcomeCommitted,
+    decode_event,
+    encode_event,
+)
 
 #: Filters ``RecordStore.jobs`` accepts besides None (every job).
 JOB_FILTERS: tuple[str, ...] = ("active", *sorted(s.value for s in TERMINAL_STATES))
@@ -179,7 +186,7 @@ def prepare(batches: Iterable[Batch]) -> list[Prepared]:
                 created = event
             if isinstance(event, OutcomeCommitted):
                 outcome = State(event.state)
-            rows.append((job_id, event.seq, kind, event.at, event.model_dump_json()))
+            rows.append((job_id, event.seq, kind, event.at, encode_event(event)))
         prepared.append(Prepared(batch=batch, rows=rows, created=created, outcome=outcome))
     return prepared
 
@@ -330,8 +337,8 @@ def summary_outcome(value: str | None, job_id: str) -> State | None:
 
 
 class RecordStore(abc.ABC):
-    """Where records live. One instance holds one connection; use it from one thread at a
-    time (drivers serialise calls with a lock), and open one per process.
+    """Where records live. One instance holds one connection; threads may share it (calls
+    are serialised by a lock), and each process opens its own.
 
     Every method either does all it was asked or nothing. Driver errors never leak: a store
     that cannot be reached raises ``Unreachable`` (retry later, S-5), a stale writer
