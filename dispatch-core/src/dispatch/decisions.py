@@ -101,10 +101,12 @@ def _stop_duplicates(job: Job, by_sub: dict[int, list[ObjectView]], draft: _Draf
     """Keep one object per submission (the recorded one, else the first created); stop the
     others with cause ``duplicate`` (S-34). Returns the kept object of each submission."""
 
-    recorded = {s.number: s for s in job.submissions}
     kept: dict[int, ObjectView] = {}
     for number, found in by_sub.items():
-        sub = recorded.get(number)
+        if len(found) == 1:  # the usual case, kept cheap: a tick decides for every job
+            kept[number] = found[0]
+            continue
+        sub = next((s for s in job.submissions if s.number == number), None)
         chosen = next((o for o in found if sub is not None and o.object_id == sub.object_id), None)
         if chosen is None:
             chosen = min(found, key=lambda o: (o.created_at or draft.now, o.object_id))
@@ -126,6 +128,8 @@ def _stop_again(job: Job, objects: tuple[ObjectView, ...], draft: _Draft) -> Non
     """An object asked to stop that still lives is asked again (stop is idempotent): the
     first request may have been lost to a crash or an unreachable scheduler."""
 
+    if not any(s.stopped for s in job.submissions):
+        return
     stopped = {oid: (s.number, c) for s in job.submissions for oid, c in s.stopped.items()}
     for obj in objects:
         if obj.alive and obj.object_id in stopped:

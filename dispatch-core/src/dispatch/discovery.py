@@ -5,7 +5,7 @@ Adapters never compute a job's state; they fill these models and the core projec
 
 from __future__ import annotations
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, Field, PrivateAttr
 
 from dispatch.base import Model
 from dispatch.cause import Cause
@@ -62,13 +62,19 @@ class Discovery(Model):
     backend: str
     at: AwareDatetime
     objects: tuple[ObjectView, ...] = ()
+    _by_job: dict[str, tuple[ObjectView, ...]] | None = PrivateAttr(default=None)
 
     def of_job(self, job_id: str) -> tuple[ObjectView, ...]:
-        return tuple(o for o in self.objects if o.job_id == job_id)
+        """The objects of one job; indexed once, since a tick asks for every job."""
+        if self._by_job is None:
+            grouped: dict[str, list[ObjectView]] = {}
+            for o in self.objects:
+                grouped.setdefault(o.job_id, []).append(o)
+            self._by_job = {job_id: tuple(objs) for job_id, objs in grouped.items()}
+        return self._by_job.get(job_id, ())
 
-    def by_job(self) -> dict[str, list[ObjectView]]:
-        grouped: dict[str, list[ObjectView]] = {}
-        for o in self.objects:
-            grouped.setdefault(o.job_id, []).append(o)
-        return grouped
+    def by_job(self) -> dict[str, tuple[ObjectView, ...]]:
+        self.of_job("")
+        assert self._by_job is not None
+        return dict(self._by_job)
 

@@ -76,9 +76,10 @@ class _Scratch:
         )
 
     def freeze(self) -> Job:
-        return Job.model_construct(
+        # validating from dicts is faster in pydantic v2 than model_construct
+        return Job.model_validate(dict(
             **self.fields,
-            submissions=tuple(Submission.model_construct(**s) for s in self.submissions),
+            submissions=tuple(Submission.model_validate(s) for s in self.submissions),
             spent=dict(self.spent),
             awaiting_submission=self.awaiting,
             hold=self.hold,
@@ -88,7 +89,7 @@ class _Scratch:
             outcome=self.outcome,
             history=tuple(self.history),
             superseded_by=tuple(self.superseded_by),
-        )
+        ))
 
 
 def _requested(s: _Scratch, e: SubmissionRequested) -> None:
