@@ -368,6 +368,53 @@ class TestRecordStoreContract:
         assert later > position
         other.close()
 
+    def test_read_since_misses_nothing_while_writers_append_concurrently_S33(
+        self, harness, store, ev
+    ):
+        """A reader following the feed while two writers append sees every event exactly
+        once: no position is passed before an event with a smaller one commits."""
+        writers = [harness.open(), harness.open()]
+        reader = harness.open()
+        done = threading.Event()
+        seen: list[tuple[str, int]] = []
+
+        def write(index: int) -> None:
+            job = f"job-{index}"
+            writers[index].append(job, 0, ev.record(job, 1))
+            for seq in range(2, 61):
+                writers[index].append_many([
+                    Batch(job, seq - 1, [ev.requested(job, seq)]),
+                    Batch(f"{job}-{seq}", 0, ev.record(f"{job}-{seq}", 1)),
+                ])
+
+        def follow() -> None:
+            position = 0
+            while True:
+                finished = done.is_set()
+                events, position = reader.read_since(position)
+                seen.extend((e.job_id, e.seq) for e in events)
+                if finished:
+                    return
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in (0, 1)]
+        follower = threading.Thread(target=follow)
+        follower.start()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        done.set()
+        follower.join(timeout=300)
+        for opened in (*writers, reader):
+            opened.close()
+        expected = {(f"job-{i}", s) for i in (0, 1) for s in range(1, 61)}
+        expected |= {(f"job-{i}-{s}", 1) for i in (0, 1) for s in range(2, 61)}
+        assert len(seen) == len(set(seen)) == len(expected)
+        assert set(seen) == expected
+        for i in (0, 1):
+            mine = [s for j, s in seen if j == f"job-{i}"]
+            assert mine == sorted(mine)
+
     def test_read_since_pages_with_limit_without_losing_events_S33(self, store, ev):
         for n in range(7):
             store.append(f"job-{n}", 0, ev.record(f"job-{n}", 2))
