@@ -26,12 +26,20 @@ def main(n: int) -> None:
     emu = Emulator(nodes=16).start()
     kubeconfig = emu.write_kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")
     backend = KubeflowBackend(KubeflowConfig(kubeconfig=str(kubeconfig)))
-    spec = JobSpec(name="bench", command=("torchrun", "train.py"), resources=Resources(nodes=2, gpus_per_node=8))
+    spec = JobSpec(
+        name="bench",
+        command=("torchrun", "train.py"),
+        resources=Resources(nodes=2, gpus_per_node=8),
+    )
     jobs = [f"bench-{i:04d}" for i in range(n)]
     started = time.perf_counter()
     with emu.paused():
-        names = [tags.split_object_id(backend.dispatch_submit(job_id=j, submission=1, spec=spec, gated=False))[1]
-                 for j in jobs]
+        names = [
+            tags.split_object_id(
+                backend.dispatch_submit(job_id=j, submission=1, spec=spec, gated=False)
+            )[1]
+            for j in jobs
+        ]
     print(f"submitted {n} TrainJobs ({2 * n} pods) in {time.perf_counter() - started:.1f}s")
     with emu.paused():
         for i, name in enumerate(names):
@@ -41,7 +49,10 @@ def main(n: int) -> None:
                 emu.oom(name, pod=1)
             elif i % 10 == 3:
                 emu.exit(name, 3)
-    print(f"{'job ids':>8} {'objects':>8} {'list calls':>10} {'other calls':>11} {'best s':>8} {'median s':>9}")
+    print(
+        f"{'job ids':>8} {'objects':>8} {'list calls':>10} {'other calls':>11} "
+        f"{'best s':>8} {'median s':>9}"
+    )
     for count in (1, SELECTOR_LIMIT, n):
         asked = jobs[:count]
         times = []
@@ -52,8 +63,10 @@ def main(n: int) -> None:
             times.append(time.perf_counter() - t0)
         lists = len(emu.log.lists())
         others = len(emu.log.entries) - lists
-        print(f"{count:>8} {len(found.objects):>8} {lists:>10} {others:>11} {min(times):>8.3f} "
-              f"{statistics.median(times):>9.3f}")
+        print(
+            f"{count:>8} {len(found.objects):>8} {lists:>10} {others:>11} {min(times):>8.3f} "
+            f"{statistics.median(times):>9.3f}"
+        )
     kinds: dict[str, int] = {}
     for obj in found.objects:
         key = obj.phase.value + (f"/{obj.cause.kind.value}" if obj.cause else "")

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.emulator import Emulator
@@ -31,7 +30,10 @@ def kubeconfig(emulator: Emulator, tmp_path: Path) -> Path:
 def make_backend(kubeconfig: Path) -> Callable[..., KubeflowBackend]:
     def make(**changes: object) -> KubeflowBackend:
         settings: dict[str, object] = {
-            "kubeconfig": str(kubeconfig), "retries": 1, "connect_timeout": 2.0, "read_timeout": 5.0,
+            "kubeconfig": str(kubeconfig),
+            "retries": 1,
+            "connect_timeout": 2.0,
+            "read_timeout": 5.0,
         }
         settings.update(changes)
         return KubeflowBackend(KubeflowConfig(**settings))  # type: ignore[arg-type]

@@ -11,7 +11,6 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-
 from dispatch import Cause, CauseKind, Phase, Provenance
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.classify import LAUNCH_REASONS, Evidence, classify, group, past_endings
@@ -24,76 +23,164 @@ def at(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def c(ctype: str, status: str = "True", reason: str = "", message: str = "", when: str = T0) -> dict[str, Any]:
-    return {"type": ctype, "status": status, "reason": reason, "message": message, "lastTransitionTime": when}
+def c(
+    ctype: str, status: str = "True", reason: str = "", message: str = "", when: str = T0
+) -> dict[str, Any]:
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": when,
+    }
 
 
-def trainjob(*conds: dict[str, Any], suspend: bool = False, annotations: dict[str, str] | None = None,
-             labels: dict[str, str] | None = None, deleting: str | None = None) -> dict[str, Any]:
+def trainjob(
+    *conds: dict[str, Any],
+    suspend: bool = False,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    deleting: str | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {
-        "name": NAME, "namespace": NS, "uid": "tj-uid", "creationTimestamp": T0,
+        "name": NAME,
+        "namespace": NS,
+        "uid": "tj-uid",
+        "creationTimestamp": T0,
         "labels": {**tags.labels(JOB_ID, 1), **(labels or {})},
         "annotations": {tags.JOB_ID: JOB_ID, tags.GATE: "open", **(annotations or {})},
     }
     if deleting:
         meta["deletionTimestamp"] = deleting
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": meta,
-            "spec": {"suspend": suspend, "runtimeRef": {"name": "torch-distributed"}},
-            "status": {"conditions": list(conds)}}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": meta,
+        "spec": {"suspend": suspend, "runtimeRef": {"name": "torch-distributed"}},
+        "status": {"conditions": list(conds)},
+    }
 
 
 def jobset(*conds: dict[str, Any], restarts: int = 0) -> dict[str, Any]:
-    return {"kind": "JobSet", "metadata": {"name": NAME, "namespace": NS, "labels": tags.labels(JOB_ID, 1)},
-            "spec": {}, "status": {"restarts": restarts, "conditions": list(conds)}}
+    return {
+        "kind": "JobSet",
+        "metadata": {"name": NAME, "namespace": NS, "labels": tags.labels(JOB_ID, 1)},
+        "spec": {},
+        "status": {"restarts": restarts, "conditions": list(conds)},
+    }
 
 
 def job(*conds: dict[str, Any], attempt: int = 0) -> dict[str, Any]:
-    return {"kind": "Job", "metadata": {"name": f"{NAME}-node-0", "namespace": NS, "labels": {
-        **tags.labels(JOB_ID, 1), tags.JOBSET_NAME: NAME, tags.RESTART_ATTEMPT: str(attempt)}},
-        "spec": {}, "status": {"conditions": list(conds)}}
+    return {
+        "kind": "Job",
+        "metadata": {
+            "name": f"{NAME}-node-0",
+            "namespace": NS,
+            "labels": {
+                **tags.labels(JOB_ID, 1),
+                tags.JOBSET_NAME: NAME,
+                tags.RESTART_ATTEMPT: str(attempt),
+            },
+        },
+        "spec": {},
+        "status": {"conditions": list(conds)},
+    }
 
 
-def pod(index: int = 0, *, phase: str = "Running", node: str | None = "gpu-node-0", state: dict[str, Any] | None = None,
-        last: dict[str, Any] | None = None, conds: tuple[dict[str, Any], ...] = (), attempt: int = 0,
-        reason: str | None = None, deleting: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": f"{NAME}-node-0-{index}-x{index}", "namespace": NS, "labels": {
-        **tags.labels(JOB_ID, 1), tags.JOBSET_NAME: NAME, tags.RESTART_ATTEMPT: str(attempt)}}
+def pod(
+    index: int = 0,
+    *,
+    phase: str = "Running",
+    node: str | None = "gpu-node-0",
+    state: dict[str, Any] | None = None,
+    last: dict[str, Any] | None = None,
+    conds: tuple[dict[str, Any], ...] = (),
+    attempt: int = 0,
+    reason: str | None = None,
+    deleting: str | None = None,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": f"{NAME}-node-0-{index}-x{index}",
+        "namespace": NS,
+        "labels": {
+            **tags.labels(JOB_ID, 1),
+            tags.JOBSET_NAME: NAME,
+            tags.RESTART_ATTEMPT: str(attempt),
+        },
+    }
     if deleting:
         meta["deletionTimestamp"] = deleting
     cs: dict[str, Any] = {"name": "node", "state": state or {"running": {"startedAt": T0}}}
     if last:
         cs["lastState"] = last
-    status: dict[str, Any] = {"phase": phase, "startTime": T0, "conditions": list(conds), "containerStatuses": [cs]}
+    status: dict[str, Any] = {
+        "phase": phase,
+        "startTime": T0,
+        "conditions": list(conds),
+        "containerStatuses": [cs],
+    }
     if reason:
         status["reason"] = reason
-    return {"kind": "Pod", "metadata": meta, "spec": {"nodeName": node} if node else {}, "status": status}
+    return {
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"nodeName": node} if node else {},
+        "status": status,
+    }
 
 
 def node(name: str = "gpu-node-0", ready: str = "True") -> dict[str, Any]:
-    cond = (c("Ready", "True", "KubeletReady", "kubelet is posting ready status") if ready == "True"
-            else c("Ready", ready, "NodeStatusUnknown", "Kubelet stopped posting node status.", T1))
+    cond = (
+        c("Ready", "True", "KubeletReady", "kubelet is posting ready status")
+        if ready == "True"
+        else c("Ready", ready, "NodeStatusUnknown", "Kubelet stopped posting node status.", T1)
+    )
     return {"metadata": {"name": name}, "status": {"conditions": [cond]}}
 
 
 def workload(*conds: dict[str, Any]) -> dict[str, Any]:
-    return {"metadata": {"name": f"trainjob-{NAME}-3f2a1", "labels": {tags.KUEUE_JOB_UID: "tj-uid"}},
-            "spec": {"active": True}, "status": {"conditions": list(conds)}}
+    return {
+        "metadata": {"name": f"trainjob-{NAME}-3f2a1", "labels": {tags.KUEUE_JOB_UID: "tj-uid"}},
+        "spec": {"active": True},
+        "status": {"conditions": list(conds)},
+    }
 
 
 def terminated(reason: str, code: int, when: str = T1) -> dict[str, Any]:
     return {"terminated": {"reason": reason, "exitCode": code, "finishedAt": when}}
 
 
-def see(tj: dict[str, Any] | None = None, *, js: dict[str, Any] | None = None, jobs: tuple[dict[str, Any], ...] = (),
-        pods: tuple[dict[str, Any], ...] = (), nodes: tuple[dict[str, Any], ...] = (node(),),
-        wl: dict[str, Any] | None = None, remembered: dict[int, Cause] | None = None):  # type: ignore[no-untyped-def]
-    ev = Evidence(job_id=JOB_ID, submission=1, name=NAME, namespace=NS, trainjob=tj, jobset=js,
-                  jobs=list(jobs), pods=list(pods), nodes={n["metadata"]["name"]: n for n in nodes}, workload=wl)
+def see(
+    tj: dict[str, Any] | None = None,
+    *,
+    js: dict[str, Any] | None = None,
+    jobs: tuple[dict[str, Any], ...] = (),
+    pods: tuple[dict[str, Any], ...] = (),
+    nodes: tuple[dict[str, Any], ...] = (node(),),
+    wl: dict[str, Any] | None = None,
+    remembered: dict[int, Cause] | None = None,
+):  # type: ignore[no-untyped-def]
+    ev = Evidence(
+        job_id=JOB_ID,
+        submission=1,
+        name=NAME,
+        namespace=NS,
+        trainjob=tj,
+        jobset=js,
+        jobs=list(jobs),
+        pods=list(pods),
+        nodes={n["metadata"]["name"]: n for n in nodes},
+        workload=wl,
+    )
     return classify(ev, remembered)
 
 
-FAILED_JOBS = c("Failed", reason="FailedJobs",
-                message=f"jobset failed due to one or more job failures (first failed job: {NAME}-node-0)", when=T2)
+FAILED_JOBS = c(
+    "Failed",
+    reason="FailedJobs",
+    message=f"jobset failed due to one or more job failures (first failed job: {NAME}-node-0)",
+    when=T2,
+)
 
 
 # -- endings -------------------------------------------------------------------------
@@ -101,7 +188,9 @@ FAILED_JOBS = c("Failed", reason="FailedJobs",
 
 def test_complete_is_ended_none() -> None:
     """S-19: the TrainJob's Complete condition ends the object with cause none."""
-    view = see(trainjob(c("Complete", reason="AllJobsCompleted", message="jobset completed successfully")))
+    view = see(
+        trainjob(c("Complete", reason="AllJobsCompleted", message="jobset completed successfully"))
+    )
     assert view.phase is Phase.ENDED and view.cause is not None
     assert view.cause.kind is CauseKind.NONE and view.cause.exit_code == 0
     assert view.cause.provenance is Provenance.APPLICATION
@@ -110,7 +199,11 @@ def test_complete_is_ended_none() -> None:
 
 
 def test_trainjob_deadline_is_time_limit() -> None:
-    view = see(trainjob(c("Failed", reason="DeadlineExceeded", message="TrainJob exceeded its active deadline")))
+    view = see(
+        trainjob(
+            c("Failed", reason="DeadlineExceeded", message="TrainJob exceeded its active deadline")
+        )
+    )
     assert view.phase is Phase.ENDED
     assert view.cause.kind is CauseKind.TIME_LIMIT
     assert "TrainJob exceeded its active deadline" in view.cause.detail
@@ -118,7 +211,14 @@ def test_trainjob_deadline_is_time_limit() -> None:
 
 def test_job_deadline_is_time_limit_although_trainjob_says_failed_jobs() -> None:
     """The TrainJob only says FailedJobs; the Job tells the runtime's deadline apart."""
-    dead = job(c("Failed", reason="DeadlineExceeded", message="Job was active longer than specified deadline", when=T1))
+    dead = job(
+        c(
+            "Failed",
+            reason="DeadlineExceeded",
+            message="Job was active longer than specified deadline",
+            when=T1,
+        )
+    )
     view = see(trainjob(FAILED_JOBS), jobs=(dead,), pods=())
     assert view.cause.kind is CauseKind.TIME_LIMIT
     assert "Job was active longer than specified deadline" in view.cause.detail
@@ -126,16 +226,27 @@ def test_job_deadline_is_time_limit_although_trainjob_says_failed_jobs() -> None
 
 def test_oom_in_current_state_is_out_of_memory() -> None:
     failed = pod(phase="Failed", state=terminated("OOMKilled", 137))
-    view = see(trainjob(FAILED_JOBS), jobs=(job(c("Failed", reason="BackoffLimitExceeded")),), pods=(failed,))
+    view = see(
+        trainjob(FAILED_JOBS),
+        jobs=(job(c("Failed", reason="BackoffLimitExceeded")),),
+        pods=(failed,),
+    )
     assert view.cause.kind is CauseKind.OUT_OF_MEMORY and view.cause.exit_code == 137
     assert "OOMKilled" in view.cause.detail and view.cause.at == at(T1)
 
 
 def test_oom_in_last_state_under_on_failure_is_out_of_memory() -> None:
     """JobSet defaults pods to OnFailure: the OOM is in lastState, state is CrashLoopBackOff."""
-    crashing = pod(phase="Running", state={"waiting": {"reason": "CrashLoopBackOff"}},
-                   last=terminated("OOMKilled", 137))
-    view = see(trainjob(FAILED_JOBS), jobs=(job(c("Failed", reason="BackoffLimitExceeded")),), pods=(crashing,))
+    crashing = pod(
+        phase="Running",
+        state={"waiting": {"reason": "CrashLoopBackOff"}},
+        last=terminated("OOMKilled", 137),
+    )
+    view = see(
+        trainjob(FAILED_JOBS),
+        jobs=(job(c("Failed", reason="BackoffLimitExceeded")),),
+        pods=(crashing,),
+    )
     assert view.cause.kind is CauseKind.OUT_OF_MEMORY
     assert "lastState.terminated reason=OOMKilled" in view.cause.detail
 
@@ -149,72 +260,146 @@ def test_exit_code_is_non_zero_exit_from_the_application() -> None:
 
 @pytest.mark.parametrize("reason", ["PreemptionByScheduler", "EvictionByEvictionAPI"])
 def test_disruption_target_preemption_outranks_its_exit_code(reason: str) -> None:
-    taken = pod(phase="Failed", state=terminated("Error", 143),
-                conds=(c("DisruptionTarget", reason=reason, message="preempting to accommodate a higher priority pod"),))
+    taken = pod(
+        phase="Failed",
+        state=terminated("Error", 143),
+        conds=(
+            c(
+                "DisruptionTarget",
+                reason=reason,
+                message="preempting to accommodate a higher priority pod",
+            ),
+        ),
+    )
     view = see(trainjob(FAILED_JOBS), pods=(taken,))
     assert view.cause.kind is CauseKind.PREEMPTED
     assert reason in view.cause.detail and view.cause.exit_code is None
 
 
-@pytest.mark.parametrize(("ctype", "reason", "kind"), [
-    ("TerminationTarget", "WorkloadEvictedDueToPreempted", CauseKind.PREEMPTED),
-    ("DisruptionTarget", "WorkloadEvictedDueToPreempted", CauseKind.PREEMPTED),
-    ("TerminationTarget", "WorkloadEvictedDueToNodeFailures", CauseKind.NODE_LOST),
-])
+@pytest.mark.parametrize(
+    ("ctype", "reason", "kind"),
+    [
+        ("TerminationTarget", "WorkloadEvictedDueToPreempted", CauseKind.PREEMPTED),
+        ("DisruptionTarget", "WorkloadEvictedDueToPreempted", CauseKind.PREEMPTED),
+        ("TerminationTarget", "WorkloadEvictedDueToNodeFailures", CauseKind.NODE_LOST),
+    ],
+)
 def test_kueue_eviction_marked_on_the_pod(ctype: str, reason: str, kind: CauseKind) -> None:
     """Kueue marks an evicted workload's pods (TerminationTarget, DisruptionTarget before)."""
-    taken = pod(phase="Failed", state=terminated("Error", 137),
-                conds=(c(ctype, reason=reason, message="Preempted to accommodate a higher priority Workload"),))
+    taken = pod(
+        phase="Failed",
+        state=terminated("Error", 137),
+        conds=(
+            c(ctype, reason=reason, message="Preempted to accommodate a higher priority Workload"),
+        ),
+    )
     view = see(trainjob(FAILED_JOBS), pods=(taken,))
     assert view.cause.kind is kind and reason in view.cause.detail
 
 
 def test_kueue_eviction_for_node_failures_is_pending_node_lost() -> None:
-    wl = workload(c("Evicted", reason="NodeFailures", message="Workload was evicted as there was no replacement"))
+    wl = workload(
+        c(
+            "Evicted",
+            reason="NodeFailures",
+            message="Workload was evicted as there was no replacement",
+        )
+    )
     view = see(trainjob(suspend=True, labels={tags.KUEUE_QUEUE: "team-a"}), wl=wl)
     assert view.phase is Phase.PENDING and view.cause.kind is CauseKind.NODE_LOST
 
 
-@pytest.mark.parametrize(("status_reason", "kind"), [("Evicted", CauseKind.PREEMPTED), ("Terminated", CauseKind.NODE_LOST)])
-def test_kubelet_termination_is_pressure_eviction_or_node_shutdown(status_reason: str, kind: CauseKind) -> None:
-    taken = pod(phase="Failed", reason=status_reason, state=terminated("Error", 137),
-                conds=(c("DisruptionTarget", reason="TerminationByKubelet", message="The node was low on resource: memory."),))
+@pytest.mark.parametrize(
+    ("status_reason", "kind"),
+    [("Evicted", CauseKind.PREEMPTED), ("Terminated", CauseKind.NODE_LOST)],
+)
+def test_kubelet_termination_is_pressure_eviction_or_node_shutdown(
+    status_reason: str, kind: CauseKind
+) -> None:
+    taken = pod(
+        phase="Failed",
+        reason=status_reason,
+        state=terminated("Error", 137),
+        conds=(
+            c(
+                "DisruptionTarget",
+                reason="TerminationByKubelet",
+                message="The node was low on resource: memory.",
+            ),
+        ),
+    )
     assert see(trainjob(FAILED_JOBS), pods=(taken,)).cause.kind is kind
 
 
 def test_unmapped_disruption_reason_is_unknown_verbatim() -> None:
     """S-4: a DisruptionTarget reason nobody mapped is unknown, never stretched."""
-    taken = pod(phase="Failed", state=terminated("Error", 143),
-                conds=(c("DisruptionTarget", reason="DeletionBySomethingNew", message="a new controller did it"),))
+    taken = pod(
+        phase="Failed",
+        state=terminated("Error", 143),
+        conds=(
+            c(
+                "DisruptionTarget",
+                reason="DeletionBySomethingNew",
+                message="a new controller did it",
+            ),
+        ),
+    )
     view = see(trainjob(FAILED_JOBS), pods=(taken,))
     assert view.cause.kind is CauseKind.UNKNOWN
     assert "DeletionBySomethingNew: a new controller did it" in view.cause.detail
 
 
 def test_pod_failure_policy_exit_message_without_pods_is_non_zero_exit() -> None:
-    msg = f"Container node for pod {NS}/{NAME}-node-0-0-abcde failed with exit code 3 matching FailJob rule at index 0"
-    view = see(trainjob(FAILED_JOBS), jobs=(job(c("Failed", reason="PodFailurePolicy", message=msg)),))
+    msg = (
+        f"Container node for pod {NS}/{NAME}-node-0-0-abcde failed with exit code 3 "
+        "matching FailJob rule at index 0"
+    )
+    view = see(
+        trainjob(FAILED_JOBS), jobs=(job(c("Failed", reason="PodFailurePolicy", message=msg)),)
+    )
     assert view.cause.kind is CauseKind.NON_ZERO_EXIT and view.cause.exit_code == 3
     assert msg in view.cause.detail
 
 
 def test_pod_failure_policy_disruption_message_without_pods_is_preempted() -> None:
-    msg = f"Pod {NS}/{NAME}-node-0-0-abcde has condition DisruptionTarget matching FailJob rule at index 0"
-    view = see(trainjob(FAILED_JOBS), jobs=(job(c("Failed", reason="PodFailurePolicy", message=msg)),))
+    msg = (
+        f"Pod {NS}/{NAME}-node-0-0-abcde has condition DisruptionTarget "
+        "matching FailJob rule at index 0"
+    )
+    view = see(
+        trainjob(FAILED_JOBS), jobs=(job(c("Failed", reason="PodFailurePolicy", message=msg)),)
+    )
     assert view.cause.kind is CauseKind.PREEMPTED
 
 
 def test_failed_jobs_with_no_evidence_left_is_unknown_not_guessed() -> None:
     """S-4: BackoffLimitExceeded with the pods gone says nothing about why: unknown."""
-    view = see(trainjob(FAILED_JOBS), jobs=(job(c("Failed", reason="BackoffLimitExceeded",
-                                                  message="Job has reached the specified backoff limit")),))
+    view = see(
+        trainjob(FAILED_JOBS),
+        jobs=(
+            job(
+                c(
+                    "Failed",
+                    reason="BackoffLimitExceeded",
+                    message="Job has reached the specified backoff limit",
+                )
+            ),
+        ),
+    )
     assert view.cause.kind is CauseKind.UNKNOWN
     assert FAILED_JOBS["message"] in view.cause.detail
 
 
 def test_runtime_not_supported_is_launch_failed() -> None:
-    view = see(trainjob(c("Failed", reason="TrainingRuntimeNotSupported",
-                          message="unsupported runtime: ClusterTrainingRuntime.trainer.kubeflow.org")))
+    view = see(
+        trainjob(
+            c(
+                "Failed",
+                reason="TrainingRuntimeNotSupported",
+                message="unsupported runtime: ClusterTrainingRuntime.trainer.kubeflow.org",
+            )
+        )
+    )
     assert view.phase is Phase.ENDED and view.cause.kind is CauseKind.LAUNCH_FAILED
 
 
@@ -232,11 +417,17 @@ def test_root_cause_is_the_earliest_failing_pod_not_those_killed_after_it() -> N
         pod(1, phase="Failed", state=terminated("OOMKilled", 137, T1), node="gpu-node-1"),
         pod(2, phase="Failed", state=terminated("Error", 143, T2), node="gpu-node-2"),
     )
-    view = see(trainjob(FAILED_JOBS), pods=pods, nodes=(node(), node("gpu-node-1"), node("gpu-node-2")))
+    view = see(
+        trainjob(FAILED_JOBS), pods=pods, nodes=(node(), node("gpu-node-1"), node("gpu-node-2"))
+    )
     assert view.cause.kind is CauseKind.OUT_OF_MEMORY
     execution = view.executions[-1]
     assert execution.cause == view.cause
-    assert sorted(k.kind.value for k in execution.node_causes) == ["non-zero-exit", "non-zero-exit", "out-of-memory"]
+    assert sorted(k.kind.value for k in execution.node_causes) == [
+        "non-zero-exit",
+        "non-zero-exit",
+        "out-of-memory",
+    ]
     assert execution.nodes == ("gpu-node-0", "gpu-node-1", "gpu-node-2")
 
 
@@ -246,7 +437,9 @@ def test_root_cause_is_the_earliest_failing_pod_not_those_killed_after_it() -> N
 @pytest.mark.parametrize("reason", sorted(LAUNCH_REASONS))
 def test_container_that_cannot_start_is_pending_launch_failed(reason: str) -> None:
     """S-39: a pending pod never fails its Job; reported pending with the launch cause."""
-    waiting = pod(phase="Pending", state={"waiting": {"reason": reason, "message": "the kubelet said so"}})
+    waiting = pod(
+        phase="Pending", state={"waiting": {"reason": reason, "message": "the kubelet said so"}}
+    )
     view = see(trainjob(), js=jobset(), jobs=(job(),), pods=(waiting,))
     assert view.phase is Phase.PENDING and view.cause.kind is CauseKind.LAUNCH_FAILED
     assert f"{reason}: the kubelet said so" in view.cause.detail
@@ -255,8 +448,12 @@ def test_container_that_cannot_start_is_pending_launch_failed(reason: str) -> No
 def test_unschedulable_pod_is_pending_no_capacity() -> None:
     """S-39."""
     msg = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
-    waiting = pod(phase="Pending", node=None, state={"waiting": {"reason": "ContainerCreating"}},
-                  conds=(c("PodScheduled", "False", "Unschedulable", msg),))
+    waiting = pod(
+        phase="Pending",
+        node=None,
+        state={"waiting": {"reason": "ContainerCreating"}},
+        conds=(c("PodScheduled", "False", "Unschedulable", msg),),
+    )
     view = see(trainjob(), js=jobset(), jobs=(job(),), pods=(waiting,))
     assert view.phase is Phase.PENDING and view.cause.kind is CauseKind.NO_CAPACITY
     assert msg in view.cause.detail
@@ -264,35 +461,53 @@ def test_unschedulable_pod_is_pending_no_capacity() -> None:
 
 def test_suspended_by_dispatch_gate_is_gated_not_held() -> None:
     """S-37: dispatch's own gate is Phase.GATED."""
-    view = see(trainjob(c("Suspended", reason="Suspended", message="TrainJob is suspended"), suspend=True,
-                        annotations={tags.GATE: "closed"}))
+    view = see(
+        trainjob(
+            c("Suspended", reason="Suspended", message="TrainJob is suspended"),
+            suspend=True,
+            annotations={tags.GATE: "closed"},
+        )
+    )
     assert view.phase is Phase.GATED and view.cause is None
 
 
 def test_suspended_by_someone_else_is_held_with_their_words() -> None:
     """S-37: a hold dispatch did not place is held, cause held, scheduler's words."""
-    view = see(trainjob(c("Suspended", reason="Suspended", message="TrainJob is suspended"), suspend=True))
+    view = see(
+        trainjob(c("Suspended", reason="Suspended", message="TrainJob is suspended"), suspend=True)
+    )
     assert view.phase is Phase.HELD and view.cause.kind is CauseKind.HELD
     assert view.cause.detail == "TrainJob: Suspended: TrainJob is suspended"
 
 
 def test_kueue_waiting_for_quota_is_pending_no_capacity() -> None:
-    wl = workload(c("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set node: insufficient unused quota"))
+    wl = workload(
+        c(
+            "QuotaReserved",
+            "False",
+            "Pending",
+            "couldn't assign flavors to pod set node: insufficient unused quota",
+        )
+    )
     view = see(trainjob(suspend=True, labels={tags.KUEUE_QUEUE: "team-a"}), wl=wl)
     assert view.phase is Phase.PENDING and view.cause.kind is CauseKind.NO_CAPACITY
     assert "insufficient unused quota" in view.cause.detail
 
 
 def test_kueue_eviction_by_preemption_is_pending_preempted() -> None:
-    wl = workload(c("Evicted", reason="Preempted", message="Preempted to accommodate a workload"),
-                  c("QuotaReserved", "False", "Pending", "Preempted"))
+    wl = workload(
+        c("Evicted", reason="Preempted", message="Preempted to accommodate a workload"),
+        c("QuotaReserved", "False", "Pending", "Preempted"),
+    )
     view = see(trainjob(suspend=True, labels={tags.KUEUE_QUEUE: "team-a"}), wl=wl)
     assert view.phase is Phase.PENDING and view.cause.kind is CauseKind.PREEMPTED
     assert "Preempted to accommodate a workload" in view.cause.detail
 
 
 def test_kueue_maximum_execution_time_is_time_limit() -> None:
-    wl = workload(c("Evicted", reason="DeactivatedDueToMaximumExecutionTimeExceeded", message="exceeded"))
+    wl = workload(
+        c("Evicted", reason="DeactivatedDueToMaximumExecutionTimeExceeded", message="exceeded")
+    )
     view = see(trainjob(suspend=True, labels={tags.KUEUE_QUEUE: "team-a"}), wl=wl)
     assert view.phase is Phase.ENDED and view.cause.kind is CauseKind.TIME_LIMIT
 
@@ -307,8 +522,13 @@ def test_kueue_deactivated_workload_is_held() -> None:
 
 
 def test_running_pods_are_running_without_cause() -> None:
-    view = see(trainjob(), js=jobset(), jobs=(job(),), pods=(pod(0), pod(1, node="gpu-node-1")),
-               nodes=(node(), node("gpu-node-1")))
+    view = see(
+        trainjob(),
+        js=jobset(),
+        jobs=(job(),),
+        pods=(pod(0), pod(1, node="gpu-node-1")),
+        nodes=(node(), node("gpu-node-1")),
+    )
     assert view.phase is Phase.RUNNING and view.cause is None
     assert view.executions[0].started_at == at(T0) and view.executions[0].cause is None
 
@@ -320,23 +540,47 @@ def test_created_without_pods_is_pending_without_cause() -> None:
 
 def test_pod_on_not_ready_node_is_running_node_lost() -> None:
     """S-26: inside the node-loss window the object runs with cause node-lost."""
-    view = see(trainjob(), js=jobset(), jobs=(job(),), pods=(pod(),), nodes=(node(ready="Unknown"),))
+    view = see(
+        trainjob(), js=jobset(), jobs=(job(),), pods=(pod(),), nodes=(node(ready="Unknown"),)
+    )
     assert view.phase is Phase.RUNNING and view.cause.kind is CauseKind.NODE_LOST
     assert "Kubelet stopped posting node status." in view.cause.detail and view.cause.at == at(T1)
 
 
 def test_failure_target_with_pod_stuck_terminating_on_lost_node_is_node_lost() -> None:
     """The 'FailureTarget forever' case: the Job never gets Failed, the TrainJob looks running."""
-    stuck = pod(conds=(c("DisruptionTarget", reason="DeletionByTaintManager",
-                         message="Taint manager: deleting due to NoExecute taint"),), deleting=T1)
-    target = job(c("FailureTarget", reason="BackoffLimitExceeded", message="Job has reached the specified backoff limit"))
-    view = see(trainjob(), js=jobset(), jobs=(target,), pods=(stuck,), nodes=(node(ready="Unknown"),))
+    stuck = pod(
+        conds=(
+            c(
+                "DisruptionTarget",
+                reason="DeletionByTaintManager",
+                message="Taint manager: deleting due to NoExecute taint",
+            ),
+        ),
+        deleting=T1,
+    )
+    target = job(
+        c(
+            "FailureTarget",
+            reason="BackoffLimitExceeded",
+            message="Job has reached the specified backoff limit",
+        )
+    )
+    view = see(
+        trainjob(), js=jobset(), jobs=(target,), pods=(stuck,), nodes=(node(ready="Unknown"),)
+    )
     assert view.phase is Phase.RUNNING and view.cause.kind is CauseKind.NODE_LOST
 
 
 def test_failure_target_without_failed_and_no_pod_evidence_is_node_lost() -> None:
     """Without node access (RBAC) the FailureTarget alone still tells."""
-    target = job(c("FailureTarget", reason="BackoffLimitExceeded", message="Job has reached the specified backoff limit"))
+    target = job(
+        c(
+            "FailureTarget",
+            reason="BackoffLimitExceeded",
+            message="Job has reached the specified backoff limit",
+        )
+    )
     stuck = pod(deleting=T1)
     view = see(trainjob(), js=jobset(), jobs=(target,), pods=(stuck,), nodes=())
     assert view.phase is Phase.RUNNING and view.cause.kind is CauseKind.NODE_LOST
@@ -347,11 +591,18 @@ def test_failure_target_without_failed_and_no_pod_evidence_is_node_lost() -> Non
 
 
 def test_deleted_after_a_recorded_stop_carries_the_stop_cause() -> None:
-    stop = Cause(kind=CauseKind.NODE_LOST, provenance=Provenance.ACTOR, actor="supervisor", detail="fence")
+    stop = Cause(
+        kind=CauseKind.NODE_LOST, provenance=Provenance.ACTOR, actor="supervisor", detail="fence"
+    )
     view = see(trainjob(deleting=T1, annotations={tags.STOP: stop.to_json()}))
     assert view.phase is Phase.ENDED
-    assert view.cause == Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="supervisor",
-                               detail="stopped by dispatch (node-lost): fence", at=at(T1))
+    assert view.cause == Cause(
+        kind=CauseKind.CANCELLED,
+        provenance=Provenance.ACTOR,
+        actor="supervisor",
+        detail="stopped by dispatch (node-lost): fence",
+        at=at(T1),
+    )
 
 
 def test_deleted_without_a_recorded_stop_is_unknown() -> None:
@@ -378,16 +629,26 @@ def test_pods_left_by_a_vanished_trainjob_are_an_object_until_they_end() -> None
 
 def test_jobset_restart_reports_one_execution_per_attempt() -> None:
     """S-38: executions come from the JobSet's restarts; a remembered cause is used."""
-    preempted = Cause(kind=CauseKind.PREEMPTED, provenance=Provenance.SCHEDULER, detail="PreemptionByScheduler")
-    view = see(trainjob(), js=jobset(restarts=1), jobs=(job(attempt=1),), pods=(pod(attempt=1),),
-               remembered={0: preempted})
+    preempted = Cause(
+        kind=CauseKind.PREEMPTED, provenance=Provenance.SCHEDULER, detail="PreemptionByScheduler"
+    )
+    view = see(
+        trainjob(),
+        js=jobset(restarts=1),
+        jobs=(job(attempt=1),),
+        pods=(pod(attempt=1),),
+        remembered={0: preempted},
+    )
     assert view.phase is Phase.RUNNING
     assert [e.index for e in view.executions] == [0, 1]
     assert view.executions[0].cause == preempted and view.executions[1].cause is None
 
 
 def test_restart_whose_evidence_was_never_seen_is_unknown_with_jobset_words() -> None:
-    js = jobset(c("RestartingJobSet", reason="DefaultFailurePolicy", message="restarting jobset"), restarts=1)
+    js = jobset(
+        c("RestartingJobSet", reason="DefaultFailurePolicy", message="restarting jobset"),
+        restarts=1,
+    )
     view = see(trainjob(), js=js, jobs=(job(attempt=1),), pods=(pod(attempt=1),))
     assert view.executions[0].cause.kind is CauseKind.UNKNOWN
     assert "DefaultFailurePolicy: restarting jobset" in view.executions[0].cause.detail
@@ -396,14 +657,25 @@ def test_restart_whose_evidence_was_never_seen_is_unknown_with_jobset_words() ->
 def test_failed_attempt_awaiting_restart_is_pending_with_ended_execution() -> None:
     """S-38: while waiting to run again the object is pending; the execution ended."""
     js = jobset(c("RestartingJobSet", reason="FailurePolicy_retry", message="restarting"))
-    failed = pod(phase="Failed", state=terminated("Error", 143),
-                 conds=(c("DisruptionTarget", reason="PreemptionByScheduler", message="preempted"),))
+    failed = pod(
+        phase="Failed",
+        state=terminated("Error", 143),
+        conds=(c("DisruptionTarget", reason="PreemptionByScheduler", message="preempted"),),
+    )
     ev_jobs = (job(c("Failed", reason="BackoffLimitExceeded")),)
     view = see(trainjob(), js=js, jobs=ev_jobs, pods=(failed,))
     assert view.phase is Phase.PENDING and view.scheduler_state == "Restarting"
     assert view.executions[-1].cause.kind is CauseKind.PREEMPTED
-    ev = Evidence(job_id=JOB_ID, submission=1, name=NAME, namespace=NS, trainjob=trainjob(), jobset=js,
-                  jobs=list(ev_jobs), pods=[failed])
+    ev = Evidence(
+        job_id=JOB_ID,
+        submission=1,
+        name=NAME,
+        namespace=NS,
+        trainjob=trainjob(),
+        jobset=js,
+        jobs=list(ev_jobs),
+        pods=[failed],
+    )
     assert past_endings(ev)[0].kind is CauseKind.PREEMPTED
 
 
@@ -412,7 +684,9 @@ def test_failed_attempt_awaiting_restart_is_pending_with_ended_execution() -> No
 
 def test_group_matches_children_and_ignores_other_jobs() -> None:
     other = trainjob()
-    other["metadata"].update(name="other", labels=tags.labels("job-8", 1), annotations={tags.JOB_ID: "job-8"})
+    other["metadata"].update(
+        name="other", labels=tags.labels("job-8", 1), annotations={tags.JOB_ID: "job-8"}
+    )
     found = group([trainjob(), other], [jobset()], [job()], [pod()], [node()], [], {JOB_ID})
     assert len(found) == 1
     ev = found[0]
@@ -430,5 +704,7 @@ def test_long_job_id_is_found_through_its_digest_label() -> None:
 
 
 def test_stop_annotation_round_trips_through_json() -> None:
-    stop = Cause(kind=CauseKind.NODE_LOST, provenance=Provenance.ACTOR, actor="supervisor", detail="fence")
+    stop = Cause(
+        kind=CauseKind.NODE_LOST, provenance=Provenance.ACTOR, actor="supervisor", detail="fence"
+    )
     assert Cause.model_validate(json.loads(stop.to_json())) == stop

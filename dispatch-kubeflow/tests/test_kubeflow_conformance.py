@@ -3,9 +3,8 @@ same suite ``dispatch-conformance kubeflow`` runs)."""
 
 from __future__ import annotations
 
-from dispatch_testing.suite import BackendConformance
-
 from dispatch_kubeflow.harness import KubeflowHarness
+from dispatch_testing.suite import BackendConformance
 
 
 class TestKubeflowConformance(BackendConformance):

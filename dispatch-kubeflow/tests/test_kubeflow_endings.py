@@ -8,19 +8,22 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-
 from dispatch import CauseKind, JobSpec, Phase, Provenance, Resources, SubmitRefused
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.emulator import Emulator
 from dispatch_kubeflow.emulator.store import JOB
 
-LONG = JobSpec(name="train", command=("torchrun", "train.py"), resources=Resources(nodes=3, gpus_per_node=8))
+LONG = JobSpec(
+    name="train", command=("torchrun", "train.py"), resources=Resources(nodes=3, gpus_per_node=8)
+)
 RESTARTING = {"maxRestarts": 2, "rules": []}
 
 
 def submit(backend: KubeflowBackend, spec: JobSpec = LONG, job_id: str = "job-e") -> str:
-    return tags.split_object_id(backend.dispatch_submit(job_id=job_id, submission=1, spec=spec, gated=False))[1]
+    return tags.split_object_id(
+        backend.dispatch_submit(job_id=job_id, submission=1, spec=spec, gated=False)
+    )[1]
 
 
 def view(backend: KubeflowBackend, job_id: str = "job-e"):  # type: ignore[no-untyped-def]
@@ -40,7 +43,9 @@ def test_success_is_none_from_the_application(backend: KubeflowBackend, emulator
 
 
 @pytest.mark.parametrize("code", [1, 3, 137])
-def test_exit_code_is_non_zero_exit(backend: KubeflowBackend, emulator: Emulator, code: int) -> None:
+def test_exit_code_is_non_zero_exit(
+    backend: KubeflowBackend, emulator: Emulator, code: int
+) -> None:
     name = submit(backend)
     emulator.exit(name, code, pod=2)
     obj = view(backend)
@@ -49,8 +54,9 @@ def test_exit_code_is_non_zero_exit(backend: KubeflowBackend, emulator: Emulator
 
 
 @pytest.mark.parametrize("restart_policy", ["Never", "OnFailure"])
-def test_oom_kill_is_out_of_memory_not_the_sigterms_after_it(backend: KubeflowBackend, emulator: Emulator,
-                                                             restart_policy: str) -> None:
+def test_oom_kill_is_out_of_memory_not_the_sigterms_after_it(
+    backend: KubeflowBackend, emulator: Emulator, restart_policy: str
+) -> None:
     """Root cause across pods: node 1's OOM, not the 143s the Job sent nodes 0 and 2."""
     name = submit(backend)
     emulator.oom(name, pod=1, restart_policy=restart_policy)
@@ -66,7 +72,9 @@ def test_scheduler_preemption_is_preempted(backend: KubeflowBackend, emulator: E
     emulator.preempt(name, pod=0)
     obj = view(backend)
     assert obj.phase is Phase.ENDED and obj.cause.kind is CauseKind.PREEMPTED
-    assert "PreemptionByScheduler" in obj.cause.detail and obj.cause.provenance is Provenance.SCHEDULER
+    assert (
+        "PreemptionByScheduler" in obj.cause.detail and obj.cause.provenance is Provenance.SCHEDULER
+    )
 
 
 def test_eviction_api_is_preempted(backend: KubeflowBackend, emulator: Emulator) -> None:
@@ -76,7 +84,10 @@ def test_eviction_api_is_preempted(backend: KubeflowBackend, emulator: Emulator)
 
 
 def test_trainjob_deadline_is_time_limit(backend: KubeflowBackend, emulator: Emulator) -> None:
-    name = submit(backend, LONG.model_copy(update={"resources": Resources(nodes=2, time_limit=timedelta(minutes=5))}))
+    name = submit(
+        backend,
+        LONG.model_copy(update={"resources": Resources(nodes=2, time_limit=timedelta(minutes=5))}),
+    )
     assert emulator.trainjob(name)["spec"]["activeDeadlineSeconds"] == 300
     emulator.expire_deadline(name)
     obj = view(backend)
@@ -94,9 +105,12 @@ def test_runtime_job_deadline_is_time_limit(backend: KubeflowBackend, emulator: 
     assert "Job was active longer than specified deadline" in obj.cause.detail
 
 
-@pytest.mark.parametrize("reason", ["ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError"])
-def test_container_that_cannot_start_is_pending_launch_failed(backend: KubeflowBackend, emulator: Emulator,
-                                                              reason: str) -> None:
+@pytest.mark.parametrize(
+    "reason", ["ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError"]
+)
+def test_container_that_cannot_start_is_pending_launch_failed(
+    backend: KubeflowBackend, emulator: Emulator, reason: str
+) -> None:
     """S-39: the Job never fails for it; pending with the kubelet's words, and the
     declared launch window bounds the wait."""
     name = submit(backend, LONG.model_copy(update={"options": {"image": "ghcr.io/acme/nope:0"}}))
@@ -121,13 +135,18 @@ def test_more_gpus_than_a_node_has_is_pending_no_capacity(backend: KubeflowBacke
     assert "Insufficient nvidia.com/gpu" in obj.cause.detail
 
 
-def test_lost_node_is_running_node_lost_until_stopped(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_lost_node_is_running_node_lost_until_stopped(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """S-26: FailureTarget without Failed; the TrainJob alone would look running."""
     name = submit(backend)
     node = emulator.lose_node(name, pod=1)
     tj = emulator.trainjob(name)
     assert not any(c["type"] in ("Failed", "Complete") for c in tj["status"].get("conditions", []))
-    jobs = [c["type"] for c in emulator.store.get(JOB, "default", f"{name}-node-0")["status"]["conditions"]]
+    jobs = [
+        c["type"]
+        for c in emulator.store.get(JOB, "default", f"{name}-node-0")["status"]["conditions"]
+    ]
     assert "FailureTarget" in jobs and "Failed" not in jobs
     obj = view(backend)
     assert obj.phase is Phase.RUNNING and obj.cause.kind is CauseKind.NODE_LOST
@@ -135,7 +154,9 @@ def test_lost_node_is_running_node_lost_until_stopped(backend: KubeflowBackend, 
     emulator.recover_node(node)
 
 
-def test_delete_behind_dispatchs_back_is_unknown_while_listed(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_delete_behind_dispatchs_back_is_unknown_while_listed(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """Pods first (Foreground), the TrainJob kept by someone's finalizer: it ended, and
     nothing says who or why (Kubernetes records no cancel)."""
     name = submit(backend)
@@ -146,7 +167,9 @@ def test_delete_behind_dispatchs_back_is_unknown_while_listed(backend: KubeflowB
     assert "without a stop recorded by dispatch" in obj.cause.detail
 
 
-def test_delete_behind_dispatchs_back_then_gone_is_absent(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_delete_behind_dispatchs_back_then_gone_is_absent(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """An object that is gone is absent from discovery; the core's object-missing rule
     decides what that means."""
     name = submit(backend)
@@ -154,7 +177,9 @@ def test_delete_behind_dispatchs_back_then_gone_is_absent(backend: KubeflowBacke
     assert backend.dispatch_discover(job_ids=["job-e"]).objects == ()
 
 
-def test_unmappable_failure_reason_is_unknown_verbatim(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_unmappable_failure_reason_is_unknown_verbatim(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """S-4."""
     name = submit(backend)
     emulator.fail_unmappable(name, "QuotaWizardRejected", "rejected at 03:14")
@@ -173,8 +198,9 @@ def test_suspended_by_someone_else_is_held(backend: KubeflowBackend, emulator: E
     assert emulator.pods(name) == []
 
 
-def test_kueue_preemption_is_pending_preempted_then_runs_again(make_backend: Callable[..., KubeflowBackend],
-                                                               emulator: Emulator) -> None:
+def test_kueue_preemption_is_pending_preempted_then_runs_again(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
+) -> None:
     backend = make_backend(queue="team-a")
     name = submit(backend)
     assert view(backend).phase is Phase.RUNNING
@@ -187,7 +213,9 @@ def test_kueue_preemption_is_pending_preempted_then_runs_again(make_backend: Cal
     assert view(backend).phase is Phase.RUNNING
 
 
-def test_kueue_deactivation_is_held(make_backend: Callable[..., KubeflowBackend], emulator: Emulator) -> None:
+def test_kueue_deactivation_is_held(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
+) -> None:
     backend = make_backend(queue="team-a")
     name = submit(backend)
     emulator.kueue_deactivate(name)
@@ -195,8 +223,9 @@ def test_kueue_deactivation_is_held(make_backend: Callable[..., KubeflowBackend]
     assert obj.phase is Phase.HELD and obj.cause.kind is CauseKind.HELD
 
 
-def test_jobset_restart_is_observed_as_executions(make_backend: Callable[..., KubeflowBackend],
-                                                  emulator: Emulator) -> None:
+def test_jobset_restart_is_observed_as_executions(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
+) -> None:
     """S-38: with a runtime whose JobSet failurePolicy restarts, restart is native and each
     restart is a new execution; the ended one keeps its root cause."""
     emulator.add_runtime("restarting", failure_policy=RESTARTING)
@@ -210,7 +239,9 @@ def test_jobset_restart_is_observed_as_executions(make_backend: Callable[..., Ku
     emulator.reconcile()
     again = view(backend)
     assert again.phase is Phase.RUNNING and [e.index for e in again.executions] == [0, 1]
-    assert again.executions[0].cause.kind is CauseKind.PREEMPTED and again.executions[1].cause is None
+    assert (
+        again.executions[0].cause.kind is CauseKind.PREEMPTED and again.executions[1].cause is None
+    )
     assert emulator.jobset(name)["status"]["restarts"] == 1
     emulator.oom(name, pod=0)
     emulator.reconcile()
@@ -218,11 +249,16 @@ def test_jobset_restart_is_observed_as_executions(make_backend: Callable[..., Ku
     emulator.reconcile()
     final = view(backend)
     assert final.phase is Phase.ENDED and "ReachedMaxRestarts" not in final.cause.detail
-    assert [e.cause.kind.value for e in final.executions] == ["preempted", "unknown", "non-zero-exit"]
+    assert [e.cause.kind.value for e in final.executions] == [
+        "preempted",
+        "unknown",
+        "non-zero-exit",
+    ]
 
 
-def test_native_restart_without_a_restarting_runtime_is_refused(make_backend: Callable[..., KubeflowBackend],
-                                                                emulator: Emulator) -> None:
+def test_native_restart_without_a_restarting_runtime_is_refused(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
+) -> None:
     backend = make_backend(native_restart=True)
     with pytest.raises(SubmitRefused, match="no JobSet failurePolicy that restarts"):
         submit(backend)

@@ -10,8 +10,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from dispatch import Cause, CauseKind, JobSpec, Phase, Provenance, Resources, SubmitRefused, Unreachable
+from dispatch import (
+    Cause,
+    CauseKind,
+    JobSpec,
+    Phase,
+    Provenance,
+    Resources,
+    SubmitRefused,
+    Unreachable,
+)
 from dispatch.errors import BadInput
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import SELECTOR_LIMIT, KubeflowBackend
@@ -23,10 +31,14 @@ SPEC = JobSpec(
     name="llama-ft",
     command=("torchrun", "train.py", "--epochs", "3"),
     env={"WANDB_MODE": "offline"},
-    resources=Resources(nodes=2, gpus_per_node=8, cpus_per_task=4, tasks_per_node=2, memory_mb=64000),
+    resources=Resources(
+        nodes=2, gpus_per_node=8, cpus_per_task=4, tasks_per_node=2, memory_mb=64000
+    ),
     options={"image": "ghcr.io/acme/train:1.4"},
 )
-CANCEL = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="ana", detail="no longer needed")
+CANCEL = Cause(
+    kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="ana", detail="no longer needed"
+)
 
 
 def name_of(object_id: str) -> str:
@@ -42,7 +54,9 @@ def only(backend: KubeflowBackend, job_id: str):  # type: ignore[no-untyped-def]
 # -- submit --------------------------------------------------------------------------
 
 
-def test_submit_creates_a_tagged_trainjob_with_strict_validation(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_submit_creates_a_tagged_trainjob_with_strict_validation(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """S-30: the TrainJob carries the spec and is tagged down to its pods."""
     object_id = backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
     assert object_id.startswith("default/llama-ft-")
@@ -58,7 +72,9 @@ def test_submit_creates_a_tagged_trainjob_with_strict_validation(backend: Kubefl
         "requests": {"cpu": "8", "memory": "64000Mi"},
         "limits": {"memory": "64000Mi", "nvidia.com/gpu": "8"},
     }
-    assert tj["spec"]["runtimeRef"]["name"] == "torch-distributed" and tj["spec"]["suspend"] is False
+    assert (
+        tj["spec"]["runtimeRef"]["name"] == "torch-distributed" and tj["spec"]["suspend"] is False
+    )
     pods = emulator.pods(name_of(object_id))
     assert len(pods) == 2
     for pod in pods:
@@ -69,14 +85,21 @@ def test_submit_creates_a_tagged_trainjob_with_strict_validation(backend: Kubefl
     assert len(view.executions[0].nodes) == 2
 
 
-def test_submit_to_a_missing_runtime_is_refused_with_the_servers_words(backend: KubeflowBackend) -> None:
+def test_submit_to_a_missing_runtime_is_refused_with_the_servers_words(
+    backend: KubeflowBackend,
+) -> None:
     spec = SPEC.model_copy(update={"options": {"runtime": "no-such-runtime"}})
     with pytest.raises(SubmitRefused) as refused:
         backend.dispatch_submit(job_id="job-1", submission=1, spec=spec, gated=False)
-    assert 'clustertrainingruntimes.trainer.kubeflow.org "no-such-runtime" not found' in refused.value.detail
+    assert (
+        'clustertrainingruntimes.trainer.kubeflow.org "no-such-runtime" not found'
+        in refused.value.detail
+    )
 
 
-def test_second_create_of_the_same_submission_is_refused_409(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_second_create_of_the_same_submission_is_refused_409(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """S-34: deterministic names make a retried submit meet AlreadyExists, not a duplicate."""
     backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
     with pytest.raises(SubmitRefused) as refused:
@@ -85,10 +108,14 @@ def test_second_create_of_the_same_submission_is_refused_409(backend: KubeflowBa
     assert len(emulator.names()) == 1
 
 
-def test_version_mismatch_is_a_400_not_a_silently_pruned_field(make_backend: Callable[..., KubeflowBackend], tmp_path: Path) -> None:
+def test_version_mismatch_is_a_400_not_a_silently_pruned_field(
+    make_backend: Callable[..., KubeflowBackend], tmp_path: Path
+) -> None:
     """An adapter speaking 2.2 to a 2.1 Trainer: strict validation refuses runtimePatches."""
     with Emulator(trainer_version="2.1") as old:
-        backend = KubeflowBackend(KubeflowConfig(kubeconfig=str(old.write_kubeconfig(tmp_path / "kc")), retries=0))
+        backend = KubeflowBackend(
+            KubeflowConfig(kubeconfig=str(old.write_kubeconfig(tmp_path / "kc")), retries=0)
+        )
         with pytest.raises(SubmitRefused) as refused:
             backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
         assert 'strict decoding error: unknown field "spec.runtimePatches"' in refused.value.detail
@@ -99,8 +126,11 @@ def test_version_mismatch_is_a_400_not_a_silently_pruned_field(make_backend: Cal
 def test_older_trainers_are_tagged_and_discovered(version: str, tmp_path: Path) -> None:
     """2.1: spec.labels + podTemplateOverrides; 2.0: spec.labels, pods by jobset-name."""
     with Emulator(trainer_version=version) as old:
-        config = KubeflowConfig(kubeconfig=str(old.write_kubeconfig(tmp_path / "kc")), retries=0,
-                                trainer_version=tuple(int(p) for p in version.split(".")))  # type: ignore[arg-type]
+        config = KubeflowConfig(
+            kubeconfig=str(old.write_kubeconfig(tmp_path / "kc")),
+            retries=0,
+            trainer_version=tuple(int(p) for p in version.split(".")),
+        )  # type: ignore[arg-type]
         backend = KubeflowBackend(config)
         object_id = backend.dispatch_submit(job_id="job-old", submission=1, spec=SPEC, gated=False)
         tj = old.trainjob(name_of(object_id))
@@ -118,7 +148,7 @@ def test_time_limit_on_trainer_before_2_2_is_refused_before_anything_is_created(
 
     backend = make_backend(trainer_version=(2, 1))
     spec = SPEC.model_copy(update={"resources": Resources(time_limit=timedelta(hours=1))})
-    with pytest.raises(SubmitRefused, match="activeDeadlineSeconds needs Trainer 2.2"):
+    with pytest.raises(SubmitRefused, match=r"activeDeadlineSeconds needs Trainer 2\.2"):
         backend.dispatch_submit(job_id="job-1", submission=1, spec=spec, gated=False)
     assert emulator.names() == []
 
@@ -126,7 +156,9 @@ def test_time_limit_on_trainer_before_2_2_is_refused_before_anything_is_created(
 # -- gate ----------------------------------------------------------------------------
 
 
-def test_gated_submission_is_suspended_until_its_gate_opens(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_gated_submission_is_suspended_until_its_gate_opens(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """S-28, S-37: gated shows Phase.GATED (never held), no pod starts, then it runs."""
     object_id = backend.dispatch_submit(job_id="job-g", submission=2, spec=SPEC, gated=True)
     view = only(backend, "job-g")
@@ -139,8 +171,9 @@ def test_gated_submission_is_suspended_until_its_gate_opens(backend: KubeflowBac
     backend.dispatch_open_gate(object_id="default/never-existed-1")
 
 
-def test_gate_under_kueue_is_the_queue_label_not_suspend(make_backend: Callable[..., KubeflowBackend],
-                                                        emulator: Emulator) -> None:
+def test_gate_under_kueue_is_the_queue_label_not_suspend(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
+) -> None:
     """Under Kueue, which owns suspend, a gated TrainJob is kept out of the queue; opening
     the gate hands it to Kueue, which admits it and resumes it."""
     backend = make_backend(queue="team-a")
@@ -154,12 +187,17 @@ def test_gate_under_kueue_is_the_queue_label_not_suspend(make_backend: Callable[
     patches_before = [r for r in emulator.log.entries if r.verb == "patch"]
     backend.dispatch_open_gate(object_id=object_id)
     patch = [r for r in emulator.log.entries if r.verb == "patch"][len(patches_before)]
-    assert patch.body["metadata"]["labels"] == {tags.KUEUE_QUEUE: "team-a"} and "spec" not in patch.body
+    assert (
+        patch.body["metadata"]["labels"] == {tags.KUEUE_QUEUE: "team-a"}
+        and "spec" not in patch.body
+    )
     assert emulator.workload(name)["status"]["conditions"]
     assert only(backend, "job-k").phase is Phase.RUNNING
 
 
-def test_ungated_under_kueue_waits_for_quota(make_backend: Callable[..., KubeflowBackend], emulator: Emulator) -> None:
+def test_ungated_under_kueue_waits_for_quota(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
+) -> None:
     emulator.kueue_set_quota(False)
     backend = make_backend(queue="team-a")
     object_id = backend.dispatch_submit(job_id="job-q", submission=1, spec=SPEC, gated=False)
@@ -174,8 +212,9 @@ def test_ungated_under_kueue_waits_for_quota(make_backend: Callable[..., Kubeflo
 # -- stop ----------------------------------------------------------------------------
 
 
-def test_stop_records_why_then_deletes_in_foreground_and_is_idempotent(backend: KubeflowBackend,
-                                                                      emulator: Emulator) -> None:
+def test_stop_records_why_then_deletes_in_foreground_and_is_idempotent(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """S-30: stop is idempotent; a stopped object that is gone is absent."""
     object_id = backend.dispatch_submit(job_id="job-s", submission=1, spec=SPEC, gated=False)
     backend.dispatch_stop(object_id=object_id, cause=CANCEL)
@@ -188,23 +227,35 @@ def test_stop_records_why_then_deletes_in_foreground_and_is_idempotent(backend: 
     backend.dispatch_stop(object_id=object_id, cause=CANCEL)
 
 
-def test_stop_finishes_although_a_pod_is_stuck_on_a_lost_node(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_stop_finishes_although_a_pod_is_stuck_on_a_lost_node(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """S-28: Foreground deletion waits for the pod stuck Terminating on a NotReady node;
     stop force-deletes it (grace 0), so the object goes and the fence can open."""
     object_id = backend.dispatch_submit(job_id="job-n", submission=1, spec=SPEC, gated=False)
     emulator.lose_node(name_of(object_id))
-    fence = Cause(kind=CauseKind.NODE_LOST, provenance=Provenance.ACTOR, actor="supervisor", detail="window passed")
+    fence = Cause(
+        kind=CauseKind.NODE_LOST,
+        provenance=Provenance.ACTOR,
+        actor="supervisor",
+        detail="window passed",
+    )
     backend.dispatch_stop(object_id=object_id, cause=fence)
     forced = [r for r in emulator.log.entries if r.verb == "delete" and r.resource == "pods"]
     assert forced and all(r.body.get("gracePeriodSeconds") == 0 for r in forced)
     assert backend.dispatch_discover(job_ids=["job-n"]).objects == ()
 
 
-def test_stopped_object_still_listed_shows_cancelled(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_stopped_object_still_listed_shows_cancelled(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """A finalizer keeps the stopped TrainJob listed: it ended cancelled, by dispatch."""
     object_id = backend.dispatch_submit(job_id="job-f", submission=1, spec=SPEC, gated=False)
-    tj = emulator.store.raw(__import__("dispatch_kubeflow.emulator.store", fromlist=["TRAINJOB"]).TRAINJOB,
-                            "default", name_of(object_id))
+    tj = emulator.store.raw(
+        __import__("dispatch_kubeflow.emulator.store", fromlist=["TRAINJOB"]).TRAINJOB,
+        "default",
+        name_of(object_id),
+    )
     tj["metadata"]["finalizers"] = ["example.com/audit"]
     backend.dispatch_stop(object_id=object_id, cause=CANCEL)
     view = only(backend, "job-f")
@@ -221,8 +272,9 @@ def _lists(emulator: Emulator, action: Callable[[], object]) -> list[str]:
     return sorted(r.resource for r in emulator.log.lists())
 
 
-def test_discovery_costs_the_same_list_calls_for_one_job_or_many(backend: KubeflowBackend,
-                                                                 emulator: Emulator) -> None:
+def test_discovery_costs_the_same_list_calls_for_one_job_or_many(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """S-32: one list per kind whatever the number of jobs, with or without the id selector."""
     jobs = [f"job-{i}" for i in range(SELECTOR_LIMIT + 5)]
     with emulator.paused():
@@ -234,7 +286,9 @@ def test_discovery_costs_the_same_list_calls_for_one_job_or_many(backend: Kubefl
     assert one == few == many == ["jobs", "jobsets", "nodes", "pods", "trainjobs"]
     found = backend.dispatch_discover(job_ids=[*jobs, "never-submitted"])
     assert sorted(o.job_id for o in found.objects) == sorted(jobs)
-    selectors = {r.query.get("labelSelector") for r in emulator.log.lists() if r.resource == "trainjobs"}
+    selectors = {
+        r.query.get("labelSelector") for r in emulator.log.lists() if r.resource == "trainjobs"
+    }
     assert selectors == {f"{tags.MANAGED}=true"}
 
 
@@ -242,7 +296,9 @@ def test_discovery_of_nothing_calls_nothing(backend: KubeflowBackend, emulator: 
     assert _lists(emulator, lambda: backend.dispatch_discover(job_ids=[])) == []
 
 
-def test_discovery_finds_its_objects_after_a_lost_submit_answer(make_backend: Callable[..., KubeflowBackend]) -> None:
+def test_discovery_finds_its_objects_after_a_lost_submit_answer(
+    make_backend: Callable[..., KubeflowBackend],
+) -> None:
     """S-34: a fresh backend (a restarted supervisor) finds the object by its tags."""
     object_id = make_backend().dispatch_submit(job_id="job-c", submission=3, spec=SPEC, gated=False)
     view = only(make_backend(), "job-c")
@@ -252,19 +308,24 @@ def test_discovery_finds_its_objects_after_a_lost_submit_answer(make_backend: Ca
 # -- unreachable and refusals --------------------------------------------------------
 
 
-def test_unreachable_api_raises_unreachable_from_every_hook(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_unreachable_api_raises_unreachable_from_every_hook(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
     """S-5: an API that is down is an error, never a state; back up, the object is there."""
     object_id = backend.dispatch_submit(job_id="job-u", submission=1, spec=SPEC, gated=False)
     emulator.go_unreachable()
     calls = {
         "discover": lambda: backend.dispatch_discover(job_ids=["job-u"]),
-        "submit": lambda: backend.dispatch_submit(job_id="job-u", submission=2, spec=SPEC, gated=False),
+        "submit": lambda: backend.dispatch_submit(
+            job_id="job-u", submission=2, spec=SPEC, gated=False
+        ),
         "open_gate": lambda: backend.dispatch_open_gate(object_id=object_id),
         "stop": lambda: backend.dispatch_stop(object_id=object_id, cause=CANCEL),
     }
     for what, call in calls.items():
         with pytest.raises(Unreachable, match="Kubernetes API"):
             call()
+            pytest.fail(f"{what} answered with the API down")
     emulator.come_back()
     assert only(backend, "job-u").phase is Phase.RUNNING
 
@@ -299,13 +360,19 @@ def silent_server() -> Iterator[int]:
 def test_a_silent_api_times_out_as_unreachable(silent_server: int, tmp_path: Path) -> None:
     """S-5: every call has an explicit read timeout; a hung API server is Unreachable."""
     emu = Emulator(port=silent_server)
-    config = KubeflowConfig(kubeconfig=str(emu.write_kubeconfig(tmp_path / "kc")), retries=0,
-                            connect_timeout=1.0, read_timeout=0.5)
+    config = KubeflowConfig(
+        kubeconfig=str(emu.write_kubeconfig(tmp_path / "kc")),
+        retries=0,
+        connect_timeout=1.0,
+        read_timeout=0.5,
+    )
     with pytest.raises(Unreachable, match="timed out"):
         KubeflowBackend(config).dispatch_discover(job_ids=["job-1"])
 
 
-def test_a_rejected_token_is_an_api_refusal_not_unreachable(emulator: Emulator, tmp_path: Path) -> None:
+def test_a_rejected_token_is_an_api_refusal_not_unreachable(
+    emulator: Emulator, tmp_path: Path
+) -> None:
     path = emulator.write_kubeconfig(tmp_path / "kc")
     path.write_text(path.read_text().replace("dispatch-emulator-token", "wrong"))
     backend = KubeflowBackend(KubeflowConfig(kubeconfig=str(path), retries=0))
@@ -321,12 +388,20 @@ def test_namespace_comes_from_the_kubeconfig_context(emulator: Emulator, tmp_pat
     emulator.namespace = "research"
     path = emulator.write_kubeconfig(tmp_path / "kc")
     object_id = KubeflowBackend(KubeflowConfig(kubeconfig=str(path))).dispatch_submit(
-        job_id="job-ns", submission=1, spec=SPEC, gated=False)
+        job_id="job-ns", submission=1, spec=SPEC, gated=False
+    )
     assert object_id.startswith("research/")
 
 
-@pytest.mark.parametrize(("name", "value"), [("READ_TIMEOUT", "soon"), ("TRAINER_VERSION", "two"),
-                                             ("RUNTIME_KIND", "Runtime"), ("NATIVE_RESTART", "maybe")])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("READ_TIMEOUT", "soon"),
+        ("TRAINER_VERSION", "two"),
+        ("RUNTIME_KIND", "Runtime"),
+        ("NATIVE_RESTART", "maybe"),
+    ],
+)
 def test_bad_environment_is_refused_naming_the_variable(name: str, value: str) -> None:
     """S-36."""
     with pytest.raises(BadInput, match=f"DISPATCH_KUBEFLOW_{name}"):

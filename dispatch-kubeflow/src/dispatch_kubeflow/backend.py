@@ -45,16 +45,28 @@ NAME = "kubeflow"
 #: every object dispatch manages in the namespace and filters locally. One call either way.
 SELECTOR_LIMIT = 40
 
-REPORTS = frozenset({
-    CauseKind.NONE, CauseKind.PREEMPTED, CauseKind.NODE_LOST, CauseKind.OUT_OF_MEMORY,
-    CauseKind.TIME_LIMIT, CauseKind.NON_ZERO_EXIT, CauseKind.LAUNCH_FAILED,
-    CauseKind.NO_CAPACITY, CauseKind.HELD, CauseKind.CANCELLED, CauseKind.UNKNOWN,
-})
+REPORTS = frozenset(
+    {
+        CauseKind.NONE,
+        CauseKind.PREEMPTED,
+        CauseKind.NODE_LOST,
+        CauseKind.OUT_OF_MEMORY,
+        CauseKind.TIME_LIMIT,
+        CauseKind.NON_ZERO_EXIT,
+        CauseKind.LAUNCH_FAILED,
+        CauseKind.NO_CAPACITY,
+        CauseKind.HELD,
+        CauseKind.CANCELLED,
+        CauseKind.UNKNOWN,
+    }
+)
 
 
 def _restarts(runtime: dict[str, Any]) -> bool:
     """Whether the runtime's JobSet failurePolicy restarts a failed JobSet at least once."""
-    policy = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("failurePolicy")
+    policy = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "failurePolicy"
+    )
     if not policy:
         return False
     if int(policy.get("maxRestarts") or 0) > 0:
@@ -92,7 +104,9 @@ class KubeflowBackend:
             description="Kubeflow Trainer v2 TrainJobs (JobSet, Kueue) via the Kubernetes API",
             node_loss_window=self.config.node_loss_window,
             pending_windows={CauseKind(k): v for k, v in self.config.pending_windows.items()},
-            native_actions=frozenset({Action.RESTART}) if self.config.native_restart else frozenset(),
+            native_actions=frozenset({Action.RESTART})
+            if self.config.native_restart
+            else frozenset(),
             reports=REPORTS,
             capabilities=frozenset(capabilities),
             options=dict(OPTIONS),
@@ -109,14 +123,24 @@ class KubeflowBackend:
         except ApiRefused as exc:
             raise SubmitRefused(exc.message) from exc
         template = ((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}
-        replicated = [rj["name"] for rj in template.get("replicatedJobs") or [] if rj.get("name")] or ["node"]
+        replicated = [
+            rj["name"] for rj in template.get("replicatedJobs") or [] if rj.get("name")
+        ] or ["node"]
         if self.config.native_restart and not _restarts(runtime):
             raise SubmitRefused(
                 f"dispatch-kubeflow: runtime {runtime_name!r} has no JobSet failurePolicy that "
-                "restarts, but this backend declares restart native (DISPATCH_KUBEFLOW_NATIVE_RESTART)"
+                "restarts, but this backend declares restart native "
+                "(DISPATCH_KUBEFLOW_NATIVE_RESTART)"
             )
-        body = build_trainjob(self.config, namespace=kube.namespace, job_id=job_id,
-                              submission=submission, spec=spec, gated=gated, replicated_jobs=replicated)
+        body = build_trainjob(
+            self.config,
+            namespace=kube.namespace,
+            job_id=job_id,
+            submission=submission,
+            spec=spec,
+            gated=gated,
+            replicated_jobs=replicated,
+        )
         try:
             kube.create_trainjob(body)
         except ApiRefused as exc:
@@ -154,7 +178,9 @@ class KubeflowBackend:
         namespace, name = tags.split_object_id(object_id)
         kube = self.kube
         try:
-            kube.patch_trainjob(namespace, name, {"metadata": {"annotations": {tags.STOP: cause.to_json()}}})
+            kube.patch_trainjob(
+                namespace, name, {"metadata": {"annotations": {tags.STOP: cause.to_json()}}}
+            )
             kube.delete_trainjob(namespace, name, "Foreground")
         except ApiRefused as exc:
             if exc.status != 404:
@@ -165,8 +191,10 @@ class KubeflowBackend:
         ready = {
             n["metadata"]["name"]
             for n in self._nodes()
-            if any(c.get("type") == "Ready" and c.get("status") == "True"
-                   for c in (n.get("status") or {}).get("conditions") or [])
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (n.get("status") or {}).get("conditions") or []
+            )
         }
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
@@ -213,18 +241,28 @@ class KubeflowBackend:
             pods = kube.list_pods(f"{tags.JOBSET_NAME} in ({','.join(names)})") if names else []
         needs_nodes = any(
             (p.get("spec") or {}).get("nodeName")
-            and ((p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                 or (p.get("metadata") or {}).get("deletionTimestamp"))
+            and (
+                (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                or (p.get("metadata") or {}).get("deletionTimestamp")
+            )
             for p in pods
         )
         nodes = self._nodes() if needs_nodes else []
-        queued = [t["metadata"]["uid"] for t in trainjobs
-                  if ((t["metadata"].get("annotations") or {}).get(tags.QUEUE)
-                      or (t["metadata"].get("labels") or {}).get(tags.KUEUE_QUEUE))]
+        queued = [
+            t["metadata"]["uid"]
+            for t in trainjobs
+            if (
+                (t["metadata"].get("annotations") or {}).get(tags.QUEUE)
+                or (t["metadata"].get("labels") or {}).get(tags.KUEUE_QUEUE)
+            )
+        ]
         workloads: list[dict[str, Any]] = []
         if queued:
-            wl_selector = (f"{tags.KUEUE_JOB_UID} in ({','.join(sorted(queued))})"
-                           if len(queued) <= SELECTOR_LIMIT else tags.KUEUE_JOB_UID)
+            wl_selector = (
+                f"{tags.KUEUE_JOB_UID} in ({','.join(sorted(queued))})"
+                if len(queued) <= SELECTOR_LIMIT
+                else tags.KUEUE_JOB_UID
+            )
             try:
                 workloads = kube.list_workloads(wl_selector)
             except ApiRefused as exc:

@@ -47,11 +47,20 @@ DISRUPTION_CONDITIONS = ("DisruptionTarget", "TerminationTarget")
 KUEUE_REQUEUES = {"Preempted": CauseKind.PREEMPTED, "NodeFailures": CauseKind.NODE_LOST}
 #: Container waiting reasons that mean the kubelet cannot start it (a Pending pod never
 #: fails its Job, so these are reported pending; the core's launch window ends the wait).
-LAUNCH_REASONS = frozenset({
-    "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-    "ImageInspectError", "RegistryUnavailable", "CreateContainerConfigError",
-    "CreateContainerError", "RunContainerError", "PreStartHookError",
-})
+LAUNCH_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "ImageInspectError",
+        "RegistryUnavailable",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "PreStartHookError",
+    }
+)
 _POLICY_EXIT = re.compile(r"failed with exit code (\d+) matching FailJob rule")
 _POLICY_DISRUPTION = re.compile(r"has condition DisruptionTarget matching FailJob rule")
 
@@ -65,7 +74,8 @@ def parse_time(value: str | None) -> datetime | None:
 def cond(obj: Obj | None, ctype: str) -> Obj | None:
     for c in ((obj or {}).get("status") or {}).get("conditions") or []:
         if c.get("type") == ctype:
-            return c
+            found: Obj = c
+            return found
     return None
 
 
@@ -80,9 +90,17 @@ def _said(c: Obj) -> str:
     return f"{reason}: {message}" if reason and message else reason or message
 
 
-def _cause(kind: CauseKind, detail: str, at: str | None, *, exit_code: int | None = None,
-           provenance: Provenance = Provenance.SCHEDULER) -> Cause:
-    return Cause(kind=kind, provenance=provenance, detail=detail, exit_code=exit_code, at=parse_time(at))
+def _cause(
+    kind: CauseKind,
+    detail: str,
+    at: str | None,
+    *,
+    exit_code: int | None = None,
+    provenance: Provenance = Provenance.SCHEDULER,
+) -> Cause:
+    return Cause(
+        kind=kind, provenance=provenance, detail=detail, exit_code=exit_code, at=parse_time(at)
+    )
 
 
 @dataclass
@@ -113,8 +131,11 @@ def node_problem(pod: Obj, nodes: Mapping[str, Obj]) -> Cause | None:
     ready = cond(node, "Ready")
     if ready is None or ready.get("status") == "True":
         return None
-    return _cause(CauseKind.NODE_LOST, f"node {name}: Ready={ready.get('status')} {_said(ready)}",
-                  ready.get("lastTransitionTime"))
+    return _cause(
+        CauseKind.NODE_LOST,
+        f"node {name}: Ready={ready.get('status')} {_said(ready)}",
+        ready.get("lastTransitionTime"),
+    )
 
 
 def pod_terminal(pod: Obj) -> bool:
@@ -133,9 +154,14 @@ def pod_cause(pod: Obj) -> Cause | None:
         reason = disruption.get("reason") or ""
         kind = DISRUPTIONS.get(reason)
         if reason == "TerminationByKubelet":
-            kind = CauseKind.NODE_LOST if status.get("reason") == "Terminated" else CauseKind.PREEMPTED
-        return _cause(kind or CauseKind.UNKNOWN, f"pod {name}: {ctype} {_said(disruption)}",
-                      disruption.get("lastTransitionTime"))
+            kind = (
+                CauseKind.NODE_LOST if status.get("reason") == "Terminated" else CauseKind.PREEMPTED
+            )
+        return _cause(
+            kind or CauseKind.UNKNOWN,
+            f"pod {name}: {ctype} {_said(disruption)}",
+            disruption.get("lastTransitionTime"),
+        )
     for cs in status.get("containerStatuses") or []:
         for where in ("state", "lastState"):
             term = (cs.get(where) or {}).get("terminated")
@@ -143,20 +169,34 @@ def pod_cause(pod: Obj) -> Cause | None:
                 continue
             code = term.get("exitCode")
             reason = term.get("reason") or ""
-            words = f"pod {name} container {cs.get('name')}: {where}.terminated reason={reason} exitCode={code}"
+            words = (
+                f"pod {name} container {cs.get('name')}: "
+                f"{where}.terminated reason={reason} exitCode={code}"
+            )
             if term.get("message"):
                 words += f" message={term['message']}"
             at = term.get("finishedAt")
             if reason == "OOMKilled":
                 return _cause(CauseKind.OUT_OF_MEMORY, words, at, exit_code=code)
             if code == 0 and where == "state":
-                return _cause(CauseKind.NONE, words, at, exit_code=0, provenance=Provenance.APPLICATION)
+                return _cause(
+                    CauseKind.NONE, words, at, exit_code=0, provenance=Provenance.APPLICATION
+                )
             if code:
-                return _cause(CauseKind.NON_ZERO_EXIT, words, at, exit_code=code,
-                              provenance=Provenance.APPLICATION)
+                return _cause(
+                    CauseKind.NON_ZERO_EXIT,
+                    words,
+                    at,
+                    exit_code=code,
+                    provenance=Provenance.APPLICATION,
+                )
     if status.get("phase") == "Failed":
-        return _cause(CauseKind.UNKNOWN, f"pod {name}: phase Failed reason={status.get('reason', '')} "
-                      f"message={status.get('message', '')}", None)
+        return _cause(
+            CauseKind.UNKNOWN,
+            f"pod {name}: phase Failed reason={status.get('reason', '')} "
+            f"message={status.get('message', '')}",
+            None,
+        )
     return None
 
 
@@ -166,12 +206,22 @@ def pod_pending_cause(pod: Obj) -> Cause | None:
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         waiting = (cs.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in LAUNCH_REASONS:
-            return _cause(CauseKind.LAUNCH_FAILED,
-                          f"pod {name} container {cs.get('name')}: {_said(waiting)}", None)
+            return _cause(
+                CauseKind.LAUNCH_FAILED,
+                f"pod {name} container {cs.get('name')}: {_said(waiting)}",
+                None,
+            )
     scheduled = cond(pod, "PodScheduled")
-    if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
-        return _cause(CauseKind.NO_CAPACITY, f"pod {name}: PodScheduled=False {_said(scheduled)}",
-                      scheduled.get("lastTransitionTime"))
+    if (
+        scheduled is not None
+        and scheduled.get("status") == "False"
+        and scheduled.get("reason") == "Unschedulable"
+    ):
+        return _cause(
+            CauseKind.NO_CAPACITY,
+            f"pod {name}: PodScheduled=False {_said(scheduled)}",
+            scheduled.get("lastTransitionTime"),
+        )
     return None
 
 
@@ -191,8 +241,13 @@ def job_cause(job: Obj) -> Cause | None:
         return _cause(CauseKind.TIME_LIMIT, words, at)
     if failed.get("reason") == "PodFailurePolicy":
         if m := _POLICY_EXIT.search(message):
-            return _cause(CauseKind.NON_ZERO_EXIT, words, at, exit_code=int(m.group(1)),
-                          provenance=Provenance.APPLICATION)
+            return _cause(
+                CauseKind.NON_ZERO_EXIT,
+                words,
+                at,
+                exit_code=int(m.group(1)),
+                provenance=Provenance.APPLICATION,
+            )
         if _POLICY_DISRUPTION.search(message):
             return _cause(CauseKind.PREEMPTED, words, at)
     return None
@@ -226,13 +281,21 @@ def ending_of(ev: Evidence, attempt: int) -> tuple[Cause | None, tuple[Cause, ..
     return None, causes
 
 
-def _execution(index: int, ev: Evidence, cause: Cause | None, node_causes: tuple[Cause, ...]) -> Execution:
+def _execution(
+    index: int, ev: Evidence, cause: Cause | None, node_causes: tuple[Cause, ...]
+) -> Execution:
     pods = [p for p in ev.pods if attempt_of(p) == index]
     starts = [t for t in (parse_time((p.get("status") or {}).get("startTime")) for p in pods) if t]
     nodes = tuple(sorted({n for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}))
     ended_at = cause.at if cause is not None else None
-    return Execution(index=index, started_at=min(starts) if starts else None, ended_at=ended_at,
-                     nodes=nodes, cause=cause, node_causes=node_causes if len(node_causes) > 1 else ())
+    return Execution(
+        index=index,
+        started_at=min(starts) if starts else None,
+        ended_at=ended_at,
+        nodes=nodes,
+        cause=cause,
+        node_causes=node_causes if len(node_causes) > 1 else (),
+    )
 
 
 # -- the object ------------------------------------------------------------------------
@@ -251,9 +314,16 @@ def stop_cause(tj: Obj) -> Cause | None:
         stop = Cause.model_validate(json.loads(raw))
     except (ValueError, TypeError):
         return _cause(CauseKind.UNKNOWN, f"unreadable {tags.STOP} annotation: {raw}", when)
-    detail = f"stopped by dispatch ({stop.kind.value})" + (f": {stop.detail}" if stop.detail else "")
-    return Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor=stop.actor or "dispatch",
-                 detail=detail, at=parse_time(when) or stop.at)
+    detail = f"stopped by dispatch ({stop.kind.value})" + (
+        f": {stop.detail}" if stop.detail else ""
+    )
+    return Cause(
+        kind=CauseKind.CANCELLED,
+        provenance=Provenance.ACTOR,
+        actor=stop.actor or "dispatch",
+        detail=detail,
+        at=parse_time(when) or stop.at,
+    )
 
 
 def classify(ev: Evidence, remembered: Mapping[int, Cause] | None = None) -> ObjectView:
@@ -267,15 +337,23 @@ def classify(ev: Evidence, remembered: Mapping[int, Cause] | None = None) -> Obj
     for index in range(attempt):
         cause = remembered.get(index)
         if cause is None:
-            restarting = cond(ev.jobset, "RestartingJobSet")
-            words = _said(restarting) if restarting and index == attempt - 1 else ""
-            cause = _cause(CauseKind.UNKNOWN,
-                           f"JobSet {ev.name} restart attempt {index} ended before dispatch saw why"
-                           + (f"; JobSet says {words}" if words else ""), None)
+            restart = cond(ev.jobset, "RestartingJobSet")
+            words = _said(restart) if restart and index == attempt - 1 else ""
+            cause = _cause(
+                CauseKind.UNKNOWN,
+                f"JobSet {ev.name} restart attempt {index} ended before dispatch saw why"
+                + (f"; JobSet says {words}" if words else ""),
+                None,
+            )
         past.append(_execution(index, ev, cause, ()))
 
-    def view(phase: Phase, state: str, cause: Cause | None, current: Cause | None = None,
-             node_causes: tuple[Cause, ...] = ()) -> ObjectView:
+    def view(
+        phase: Phase,
+        state: str,
+        cause: Cause | None,
+        current: Cause | None = None,
+        node_causes: tuple[Cause, ...] = (),
+    ) -> ObjectView:
         executions = [*past, _execution(attempt, ev, current, node_causes)]
         return ObjectView(
             object_id=tags.object_id(ev.namespace, ev.name),
@@ -291,7 +369,10 @@ def classify(ev: Evidence, remembered: Mapping[int, Cause] | None = None) -> Obj
     live = [p for p in ev.pods if not pod_terminal(p)]
     lost = next((c for p in live if (c := node_problem(p, ev.nodes)) is not None), None)
     if lost is None:
-        lost = next((c for p in live if (c := pod_cause(p)) is not None and c.kind is CauseKind.NODE_LOST), None)
+        lost = next(
+            (c for p in live if (c := pod_cause(p)) is not None and c.kind is CauseKind.NODE_LOST),
+            None,
+        )
 
     # Deletion: alive while any pod is; then ended, by dispatch's stop or by someone else.
     if tj is None or (tj.get("metadata") or {}).get("deletionTimestamp"):
@@ -301,15 +382,24 @@ def classify(ev: Evidence, remembered: Mapping[int, Cause] | None = None) -> Obj
         if recorded is not None:
             return view(Phase.ENDED, "Deleted", recorded, recorded)
         when = ((tj or {}).get("metadata") or {}).get("deletionTimestamp")
-        gone = _cause(CauseKind.UNKNOWN,
-                      f"TrainJob {ev.namespace}/{ev.name} was deleted"
-                      + (f" at {when}" if when else "") + " without a stop recorded by dispatch", when)
+        gone = _cause(
+            CauseKind.UNKNOWN,
+            f"TrainJob {ev.namespace}/{ev.name} was deleted"
+            + (f" at {when}" if when else "")
+            + " without a stop recorded by dispatch",
+            when,
+        )
         return view(Phase.ENDED, "Deleted", gone, gone)
 
     # Terminal conditions.
     if (done := true(tj, "Complete")) is not None:
-        ok = _cause(CauseKind.NONE, _said(done), done.get("lastTransitionTime"), exit_code=0,
-                    provenance=Provenance.APPLICATION)
+        ok = _cause(
+            CauseKind.NONE,
+            _said(done),
+            done.get("lastTransitionTime"),
+            exit_code=0,
+            provenance=Provenance.APPLICATION,
+        )
         return view(Phase.ENDED, "Complete", ok, ok)
     if (failed := true(tj, "Failed")) is not None:
         reason, at = failed.get("reason") or "", failed.get("lastTransitionTime")
@@ -338,7 +428,9 @@ def classify(ev: Evidence, remembered: Mapping[int, Cause] | None = None) -> Obj
                 words = f"Kueue workload {wl['metadata']['name']}: Evicted {_said(evicted)}"
                 at = evicted.get("lastTransitionTime")
                 if reason in KUEUE_REQUEUES:
-                    return view(Phase.PENDING, "Suspended", _cause(KUEUE_REQUEUES[reason], words, at))
+                    return view(
+                        Phase.PENDING, "Suspended", _cause(KUEUE_REQUEUES[reason], words, at)
+                    )
                 if reason.endswith("MaximumExecutionTimeExceeded"):
                     limit = _cause(CauseKind.TIME_LIMIT, words, at)
                     return view(Phase.ENDED, "Suspended", limit, limit)
@@ -347,29 +439,48 @@ def classify(ev: Evidence, remembered: Mapping[int, Cause] | None = None) -> Obj
                 return view(Phase.PENDING, "Suspended", _cause(CauseKind.UNKNOWN, words, at))
             reserved = cond(wl, "QuotaReserved")
             if reserved is not None and reserved.get("status") == "False":
-                words = f"Kueue workload {wl['metadata']['name']}: QuotaReserved=False {_said(reserved)}"
-                return view(Phase.PENDING, "Queued", _cause(CauseKind.NO_CAPACITY, words,
-                                                            reserved.get("lastTransitionTime")))
+                wl_name = wl["metadata"]["name"]
+                words = f"Kueue workload {wl_name}: QuotaReserved=False {_said(reserved)}"
+                return view(
+                    Phase.PENDING,
+                    "Queued",
+                    _cause(CauseKind.NO_CAPACITY, words, reserved.get("lastTransitionTime")),
+                )
             return view(Phase.PENDING, "Queued", None)
         if ((tj.get("metadata") or {}).get("labels") or {}).get(tags.KUEUE_QUEUE):
             return view(Phase.PENDING, "Queued", None)
         suspended = cond(tj, "Suspended")
         words = f"TrainJob: {_said(suspended)}" if suspended else "TrainJob: spec.suspend=true"
-        return view(Phase.HELD, "Suspended", _cause(CauseKind.HELD, words,
-                                                    (suspended or {}).get("lastTransitionTime")))
+        return view(
+            Phase.HELD,
+            "Suspended",
+            _cause(CauseKind.HELD, words, (suspended or {}).get("lastTransitionTime")),
+        )
 
     # Alive: a lost node first (the case where running carries a cause).
     if lost is not None:
         return view(Phase.RUNNING, "Running", lost)
     current, node_causes = ending_of(ev, attempt)
-    target = next((t for j in ev.jobs if attempt_of(j) == attempt
-                   and (t := true(j, "FailureTarget")) and not true(j, "Failed")), None)
+    target = next(
+        (
+            t
+            for j in ev.jobs
+            if attempt_of(j) == attempt
+            and (t := true(j, "FailureTarget"))
+            and not true(j, "Failed")
+        ),
+        None,
+    )
     if target is not None and current is None:
-        stuck = _cause(CauseKind.NODE_LOST, f"job: FailureTarget without Failed: {_said(target)}",
-                       target.get("lastTransitionTime"))
+        stuck = _cause(
+            CauseKind.NODE_LOST,
+            f"job: FailureTarget without Failed: {_said(target)}",
+            target.get("lastTransitionTime"),
+        )
         return view(Phase.RUNNING, "Running", stuck)
     restarting = true(ev.jobset, "RestartingJobSet") is not None or any(
-        true(j, "Failed") for j in ev.jobs if attempt_of(j) == attempt)
+        true(j, "Failed") for j in ev.jobs if attempt_of(j) == attempt
+    )
     if current is not None and current.kind is not CauseKind.NONE and restarting:
         return view(Phase.PENDING, "Restarting", None, current, node_causes)
     if current is not None and current.kind is not CauseKind.NONE:
@@ -395,8 +506,13 @@ def past_endings(ev: Evidence) -> dict[int, Cause]:
 
 
 def group(
-    trainjobs: Iterable[Obj], jobsets: Iterable[Obj], jobs: Iterable[Obj], pods: Iterable[Obj],
-    nodes: Iterable[Obj], workloads: Iterable[Obj], wanted: set[str],
+    trainjobs: Iterable[Obj],
+    jobsets: Iterable[Obj],
+    jobs: Iterable[Obj],
+    pods: Iterable[Obj],
+    nodes: Iterable[Obj],
+    workloads: Iterable[Obj],
+    wanted: set[str],
 ) -> list[Evidence]:
     """Sort one listing of each kind into per-object evidence, for the wanted job ids.
 
@@ -425,13 +541,18 @@ def group(
             continue
         meta = tj["metadata"]
         evidence[(meta.get("namespace", ""), meta["name"])] = Evidence(
-            job_id=found[0], submission=found[1], name=meta["name"],
-            namespace=meta.get("namespace", ""), trainjob=tj)
+            job_id=found[0],
+            submission=found[1],
+            name=meta["name"],
+            namespace=meta.get("namespace", ""),
+            trainjob=tj,
+        )
 
     def attach(obj: Obj) -> Evidence | None:
         meta = obj.get("metadata") or {}
         owner = (meta.get("labels") or {}).get(tags.JOBSET_NAME) or (
-            meta["name"] if obj.get("kind") == "JobSet" else None)
+            meta["name"] if obj.get("kind") == "JobSet" else None
+        )
         if owner is None:
             return None
         key = (meta.get("namespace", ""), owner)
@@ -439,7 +560,9 @@ def group(
             found = ident(obj)
             if found is None:
                 return None
-            evidence[key] = Evidence(job_id=found[0], submission=found[1], name=owner, namespace=key[0])
+            evidence[key] = Evidence(
+                job_id=found[0], submission=found[1], name=owner, namespace=key[0]
+            )
         return evidence[key]
 
     for js in jobsets:
@@ -451,8 +574,11 @@ def group(
     for pod in pods:
         if (ev := attach(pod)) is not None:
             ev.pods.append(pod)
-    uid_to_ev = {ev.trainjob["metadata"]["uid"]: ev for ev in evidence.values()
-                 if ev.trainjob is not None and ev.trainjob["metadata"].get("uid")}
+    uid_to_ev = {
+        ev.trainjob["metadata"]["uid"]: ev
+        for ev in evidence.values()
+        if ev.trainjob is not None and ev.trainjob["metadata"].get("uid")
+    }
     for wl in workloads:
         uid = ((wl.get("metadata") or {}).get("labels") or {}).get(tags.KUEUE_JOB_UID)
         if uid in uid_to_ev:

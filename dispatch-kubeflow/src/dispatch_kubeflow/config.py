@@ -86,15 +86,24 @@ class KubeflowConfig:
         try:
             major, minor = (int(p) for p in version_raw.split(".")[:2])
         except ValueError:
-            raise BadInput(f"{PREFIX}TRAINER_VERSION={version_raw!r}: expected MAJOR.MINOR, e.g. 2.2") from None
+            raise BadInput(
+                f"{PREFIX}TRAINER_VERSION={version_raw!r}: expected MAJOR.MINOR, e.g. 2.2"
+            ) from None
         if (major, minor) < (2, 0):
-            raise BadInput(f"{PREFIX}TRAINER_VERSION={version_raw!r}: TrainJob needs Trainer 2.0 or later")
+            raise BadInput(
+                f"{PREFIX}TRAINER_VERSION={version_raw!r}: TrainJob needs Trainer 2.0 or later"
+            )
         kind = get("RUNTIME_KIND") or "ClusterTrainingRuntime"
         if kind not in ("ClusterTrainingRuntime", "TrainingRuntime"):
-            raise BadInput(f"{PREFIX}RUNTIME_KIND={kind!r}: use ClusterTrainingRuntime or TrainingRuntime")
+            raise BadInput(
+                f"{PREFIX}RUNTIME_KIND={kind!r}: use ClusterTrainingRuntime or TrainingRuntime"
+            )
         kubeconfig = get("KUBECONFIG") or env.get("KUBECONFIG") or None
-        in_cluster = flag("IN_CLUSTER") or (kubeconfig is None and bool(env.get("KUBERNETES_SERVICE_HOST"))
-                                            and not os.path.exists(os.path.expanduser("~/.kube/config")))
+        in_cluster = flag("IN_CLUSTER") or (
+            kubeconfig is None
+            and bool(env.get("KUBERNETES_SERVICE_HOST"))
+            and not os.path.exists(os.path.expanduser("~/.kube/config"))
+        )
         return cls(
             kubeconfig=kubeconfig,
             context=get("CONTEXT"),

@@ -16,7 +16,9 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
-from dispatch import Backend, JobSpec, Resources, SubmitRefused
+from dispatch.backends import Backend
+from dispatch.errors import SubmitRefused
+from dispatch.spec import JobSpec, Resources
 from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
 
 from dispatch_kubeflow import tags
@@ -52,8 +54,11 @@ class KubeflowHarness(Harness):
             )
         self.emulator = Emulator().start()
         kubeconfig = self.emulator.write_kubeconfig(self._dir / "kubeconfig")
-        return KubeflowBackend(KubeflowConfig(kubeconfig=str(kubeconfig), retries=1,
-                                              connect_timeout=2.0, read_timeout=10.0))
+        return KubeflowBackend(
+            KubeflowConfig(
+                kubeconfig=str(kubeconfig), retries=1, connect_timeout=2.0, read_timeout=10.0
+            )
+        )
 
     def close(self) -> None:
         if self.emulator is not None:
@@ -76,18 +81,29 @@ class KubeflowHarness(Harness):
             self.emu.come_back()
 
     def long_spec(self) -> JobSpec:
-        return JobSpec(name="kit-long", command=("torchrun", "train.py"), resources=Resources(nodes=2))
+        return JobSpec(
+            name="kit-long", command=("torchrun", "train.py"), resources=Resources(nodes=2)
+        )
 
     def quick_spec(self) -> JobSpec:
         return JobSpec(name="kit-quick", command=("true",), resources=Resources(nodes=2))
 
     def scenarios(self) -> Set[Scenario]:
-        return frozenset({
-            Scenario.SUCCESS, Scenario.EXIT_NONZERO, Scenario.SIGNAL, Scenario.TIME_LIMIT,
-            Scenario.PREEMPTED, Scenario.NODE_LOST, Scenario.OUT_OF_MEMORY,
-            Scenario.LAUNCH_FAILED, Scenario.NO_CAPACITY, Scenario.HELD_BY_SCHEDULER,
-            Scenario.UNMAPPABLE,
-        })
+        return frozenset(
+            {
+                Scenario.SUCCESS,
+                Scenario.EXIT_NONZERO,
+                Scenario.SIGNAL,
+                Scenario.TIME_LIMIT,
+                Scenario.PREEMPTED,
+                Scenario.NODE_LOST,
+                Scenario.OUT_OF_MEMORY,
+                Scenario.LAUNCH_FAILED,
+                Scenario.NO_CAPACITY,
+                Scenario.HELD_BY_SCHEDULER,
+                Scenario.UNMAPPABLE,
+            }
+        )
 
     def not_provokable(self) -> Mapping[Scenario, str]:
         return {

@@ -17,12 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 import urllib3
+from dispatch.errors import BadInput, Unreachable
 from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
-
-from dispatch.errors import BadInput, Unreachable
 
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
@@ -52,7 +51,7 @@ class Kube:
         namespace = config.namespace
         try:
             if config.in_cluster:
-                kube_config.load_incluster_config(client_configuration=configuration)
+                kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
                 if namespace is None:
                     try:
                         with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as fh:
@@ -60,23 +59,35 @@ class Kube:
                     except OSError:
                         namespace = None
             else:
-                kube_config.load_kube_config(
-                    config_file=config.kubeconfig, context=config.context,
+                kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=config.kubeconfig,
+                    context=config.context,
                     client_configuration=configuration,
                 )
                 if namespace is None:
-                    _, active = kube_config.list_kube_config_contexts(config_file=config.kubeconfig)
+                    contexts, active = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+                        config_file=config.kubeconfig
+                    )
                     if config.context:
-                        contexts, _ = kube_config.list_kube_config_contexts(config_file=config.kubeconfig)
                         active = next((c for c in contexts if c["name"] == config.context), active)
                     namespace = (active or {}).get("context", {}).get("namespace")
         except (ConfigException, OSError, TypeError) as exc:
-            where = "in-cluster service account" if config.in_cluster else (config.kubeconfig or "~/.kube/config")
+            where = (
+                "in-cluster service account"
+                if config.in_cluster
+                else (config.kubeconfig or "~/.kube/config")
+            )
             raise BadInput(f"cannot load the Kubernetes configuration from {where}: {exc}") from exc
         self.namespace = namespace or "default"
         configuration.retries = urllib3.Retry(
-            total=config.retries, connect=config.retries, read=0, redirect=0, status=0, other=0,
-            backoff_factor=0.2, raise_on_status=False,
+            total=config.retries,
+            connect=config.retries,
+            read=0,
+            redirect=0,
+            status=0,
+            other=0,
+            backoff_factor=0.2,
+            raise_on_status=False,
         )
         self.host = configuration.host
         self.api = client.ApiClient(configuration)
@@ -85,7 +96,7 @@ class Kube:
         self.batch = client.BatchV1Api(self.api)
 
     def close(self) -> None:
-        self.api.close()
+        self.api.close()  # type: ignore[no-untyped-call]
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -101,11 +112,15 @@ class Kube:
                 ) from exc
             raise ApiRefused(exc.status, exc.reason or "", server_message(exc), what) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise Unreachable(f"cannot reach the Kubernetes API at {self.host} ({what}): {exc}") from exc
+            raise Unreachable(
+                f"cannot reach the Kubernetes API at {self.host} ({what}): {exc}"
+            ) from exc
         data = response.data
         return json.loads(data) if data else {}
 
-    def _items(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    def _items(
+        self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         answer = self._call(what, fn, *args, **kwargs)
         items: list[dict[str, Any]] = answer.get("items") or []
         return items
@@ -114,64 +129,120 @@ class Kube:
 
     def create_trainjob(self, body: dict[str, Any]) -> dict[str, Any]:
         created: dict[str, Any] = self._call(
-            "create TrainJob", self.custom.create_namespaced_custom_object,
-            *TRAINER, self.namespace, "trainjobs", body, field_validation="Strict",
+            "create TrainJob",
+            self.custom.create_namespaced_custom_object,
+            *TRAINER,
+            self.namespace,
+            "trainjobs",
+            body,
+            field_validation="Strict",
         )
         return created
 
     def get_trainjob(self, namespace: str, name: str) -> dict[str, Any]:
         found: dict[str, Any] = self._call(
-            f"get TrainJob {namespace}/{name}", self.custom.get_namespaced_custom_object,
-            *TRAINER, namespace, "trainjobs", name,
+            f"get TrainJob {namespace}/{name}",
+            self.custom.get_namespaced_custom_object,
+            *TRAINER,
+            namespace,
+            "trainjobs",
+            name,
         )
         return found
 
     def patch_trainjob(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self._call(f"patch TrainJob {namespace}/{name}", self.custom.patch_namespaced_custom_object,
-                   *TRAINER, namespace, "trainjobs", name, patch)
+        self._call(
+            f"patch TrainJob {namespace}/{name}",
+            self.custom.patch_namespaced_custom_object,
+            *TRAINER,
+            namespace,
+            "trainjobs",
+            name,
+            patch,
+        )
 
     def delete_trainjob(self, namespace: str, name: str, propagation: str) -> None:
-        self._call(f"delete TrainJob {namespace}/{name}", self.custom.delete_namespaced_custom_object,
-                   *TRAINER, namespace, "trainjobs", name,
-                   body=client.V1DeleteOptions(propagation_policy=propagation))
+        self._call(
+            f"delete TrainJob {namespace}/{name}",
+            self.custom.delete_namespaced_custom_object,
+            *TRAINER,
+            namespace,
+            "trainjobs",
+            name,
+            body=client.V1DeleteOptions(propagation_policy=propagation),
+        )
 
     def get_runtime(self, kind: str, name: str) -> dict[str, Any]:
         if kind == "TrainingRuntime":
             found: dict[str, Any] = self._call(
-                f"get TrainingRuntime {name}", self.custom.get_namespaced_custom_object,
-                *TRAINER, self.namespace, "trainingruntimes", name)
+                f"get TrainingRuntime {name}",
+                self.custom.get_namespaced_custom_object,
+                *TRAINER,
+                self.namespace,
+                "trainingruntimes",
+                name,
+            )
         else:
             found = self._call(
-                f"get ClusterTrainingRuntime {name}", self.custom.get_cluster_custom_object,
-                *TRAINER, "clustertrainingruntimes", name)
+                f"get ClusterTrainingRuntime {name}",
+                self.custom.get_cluster_custom_object,
+                *TRAINER,
+                "clustertrainingruntimes",
+                name,
+            )
         return found
 
     # -- listings (one call each, whatever the number of jobs) -------------------------
 
     def list_trainjobs(self, selector: str) -> list[dict[str, Any]]:
-        return self._items("list TrainJobs", self.custom.list_namespaced_custom_object,
-                           *TRAINER, self.namespace, "trainjobs", label_selector=selector)
+        return self._items(
+            "list TrainJobs",
+            self.custom.list_namespaced_custom_object,
+            *TRAINER,
+            self.namespace,
+            "trainjobs",
+            label_selector=selector,
+        )
 
     def list_jobsets(self, selector: str) -> list[dict[str, Any]]:
-        return self._items("list JobSets", self.custom.list_namespaced_custom_object,
-                           *JOBSET, self.namespace, "jobsets", label_selector=selector)
+        return self._items(
+            "list JobSets",
+            self.custom.list_namespaced_custom_object,
+            *JOBSET,
+            self.namespace,
+            "jobsets",
+            label_selector=selector,
+        )
 
     def list_jobs(self, selector: str) -> list[dict[str, Any]]:
-        return self._items("list Jobs", self.batch.list_namespaced_job, self.namespace,
-                           label_selector=selector)
+        return self._items(
+            "list Jobs", self.batch.list_namespaced_job, self.namespace, label_selector=selector
+        )
 
     def list_pods(self, selector: str) -> list[dict[str, Any]]:
-        return self._items("list Pods", self.core.list_namespaced_pod, self.namespace,
-                           label_selector=selector)
+        return self._items(
+            "list Pods", self.core.list_namespaced_pod, self.namespace, label_selector=selector
+        )
 
     def list_nodes(self) -> list[dict[str, Any]]:
         return self._items("list Nodes", self.core.list_node)
 
     def list_workloads(self, selector: str) -> list[dict[str, Any]]:
-        return self._items("list Kueue Workloads", self.custom.list_namespaced_custom_object,
-                           *KUEUE, self.namespace, "workloads", label_selector=selector)
+        return self._items(
+            "list Kueue Workloads",
+            self.custom.list_namespaced_custom_object,
+            *KUEUE,
+            self.namespace,
+            "workloads",
+            label_selector=selector,
+        )
 
     def force_delete_pod(self, namespace: str, name: str) -> None:
-        self._call(f"force-delete Pod {namespace}/{name}", self.core.delete_namespaced_pod, name,
-                   namespace, grace_period_seconds=0,
-                   body=client.V1DeleteOptions(grace_period_seconds=0))
+        self._call(
+            f"force-delete Pod {namespace}/{name}",
+            self.core.delete_namespaced_pod,
+            name,
+            namespace,
+            grace_period_seconds=0,
+            body=client.V1DeleteOptions(grace_period_seconds=0),
+        )

@@ -132,7 +132,10 @@ def build_trainjob(
         body_spec["labels"] = labels
         if version >= (2, 1):
             body_spec["podTemplateOverrides"] = [
-                {"targetJobs": [{"name": name} for name in replicated_jobs], "metadata": {"labels": labels}}
+                {
+                    "targetJobs": [{"name": name} for name in replicated_jobs],
+                    "metadata": {"labels": labels},
+                }
             ]
     return {
         "apiVersion": f"{GROUP}/{VERSION}",

@@ -16,7 +16,15 @@ from dispatch_kubeflow.emulator.store import CLUSTER_RUNTIME, RUNTIME, ApiError,
 _COMMON_SPEC = {"runtimeRef", "initializer", "trainer", "suspend", "managedBy"}
 _TRAINER = {"image", "command", "args", "env", "numNodes", "resourcesPerNode", "numProcPerNode"}
 _RUNTIME_REF = {"name", "apiGroup", "kind"}
-_METADATA = {"name", "generateName", "namespace", "labels", "annotations", "finalizers", "ownerReferences"}
+_METADATA = {
+    "name",
+    "generateName",
+    "namespace",
+    "labels",
+    "annotations",
+    "finalizers",
+    "ownerReferences",
+}
 _TOP = {"apiVersion", "kind", "metadata", "spec", "status"}
 
 
@@ -39,10 +47,16 @@ def _unknown(obj: dict[str, Any], allowed: set[str], prefix: str, strict: bool) 
     return [f"{prefix}{k}" for k in unknown]
 
 
-def admit_trainjob(store: Store, namespace: str, body: Obj, version: tuple[int, ...], strict: bool) -> Obj:
+def admit_trainjob(
+    store: Store, namespace: str, body: Obj, version: tuple[int, ...], strict: bool
+) -> Obj:
     """Schema check (strict or pruning), then the Trainer and Kueue webhooks."""
     if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
-        raise ApiError(400, "BadRequest", "TrainJob in version \"v1alpha1\" cannot be handled as a TrainJob: spec is required")
+        raise ApiError(
+            400,
+            "BadRequest",
+            'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: spec is required',
+        )
     spec = body["spec"]
     problems = _unknown(body, _TOP, "", strict)
     problems += _unknown(body.get("metadata") or {}, _METADATA, "metadata.", strict)
@@ -56,12 +70,17 @@ def admit_trainjob(store: Store, namespace: str, body: Obj, version: tuple[int, 
         raise ApiError(
             400,
             "BadRequest",
-            f'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding error: {fields}',
+            'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: '
+            f"strict decoding error: {fields}",
         )
     ref = spec.get("runtimeRef") or {}
     if not ref.get("name"):
-        raise ApiError(422, "Invalid", 'TrainJob.trainer.kubeflow.org "{}" is invalid: spec.runtimeRef.name: Required value'.format(
-            (body.get("metadata") or {}).get("name", "")))
+        raise ApiError(
+            422,
+            "Invalid",
+            f'TrainJob.trainer.kubeflow.org "{(body.get("metadata") or {}).get("name", "")}" '
+            "is invalid: spec.runtimeRef.name: Required value",
+        )
     ref.setdefault("apiGroup", "trainer.kubeflow.org")
     ref.setdefault("kind", "ClusterTrainingRuntime")
     try:
@@ -80,7 +99,12 @@ def admit_trainjob(store: Store, namespace: str, body: Obj, version: tuple[int, 
         ) from None
     nodes = (spec.get("trainer") or {}).get("numNodes")
     if nodes is not None and (not isinstance(nodes, int) or nodes < 0):
-        raise ApiError(422, "Invalid", f"spec.trainer.numNodes: Invalid value: {nodes!r}: should be greater than or equal to 0")
+        raise ApiError(
+            422,
+            "Invalid",
+            f"spec.trainer.numNodes: Invalid value: {nodes!r}: "
+            "should be greater than or equal to 0",
+        )
     spec.setdefault("suspend", False)
     spec.setdefault("managedBy", "trainer.kubeflow.org/trainjob-controller")
     if ((body.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME):

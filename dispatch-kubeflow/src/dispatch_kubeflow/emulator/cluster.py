@@ -45,7 +45,9 @@ TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
 GPUS_PER_NODE = 8
 
 LAUNCH_ERRORS = {
-    "ErrImagePull": 'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found',
+    "ErrImagePull": (
+        'rpc error: code = NotFound desc = failed to pull and unpack image "{image}": not found'
+    ),
     "ImagePullBackOff": 'Back-off pulling image "{image}"',
     "CreateContainerConfigError": 'secret "missing-secret" not found',
 }
@@ -113,7 +115,11 @@ class Cluster:
         conds = obj.setdefault("status", {}).setdefault("conditions", [])
         for cond in conds:
             if cond["type"] == ctype:
-                if (cond["status"], cond.get("reason"), cond.get("message")) == (status, reason, message):
+                if (cond["status"], cond.get("reason"), cond.get("message")) == (
+                    status,
+                    reason,
+                    message,
+                ):
                     return
                 if cond["status"] != status:
                     cond["lastTransitionTime"] = self.now()
@@ -174,7 +180,11 @@ class Cluster:
                 key = (pod["metadata"]["namespace"], pod["metadata"]["labels"].get(JOB_NAME, ""))
                 self._pod_index.setdefault(key, []).append(pod)
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
-        pods = [p for p in self._pod_index.get(key, []) if self.store.exists(POD, key[0], p["metadata"]["name"])]
+        pods = [
+            p
+            for p in self._pod_index.get(key, [])
+            if self.store.exists(POD, key[0], p["metadata"]["name"])
+        ]
         self._pod_index[key] = pods
         return sorted(pods, key=lambda p: p["metadata"]["name"])
 
@@ -192,7 +202,9 @@ class Cluster:
                 self.jobsets()
                 self.jobs()
                 self.kubelet()
-                if self.store.collect_garbage(lambda pod: self.node_ready(pod["spec"].get("nodeName"))):
+                if self.store.collect_garbage(
+                    lambda pod: self.node_ready(pod["spec"].get("nodeName"))
+                ):
                     self._changed = True
                 if not self._changed:
                     return
@@ -207,8 +219,11 @@ class Cluster:
             if is_true(tj, "Complete") or is_true(tj, "Failed"):
                 continue
             wl = next(
-                (w for w in self.store.items(WORKLOAD, meta["namespace"])
-                 if w["metadata"]["labels"].get(KUEUE_JOB_UID) == meta["uid"]),
+                (
+                    w
+                    for w in self.store.items(WORKLOAD, meta["namespace"])
+                    if w["metadata"]["labels"].get(KUEUE_JOB_UID) == meta["uid"]
+                ),
                 None,
             )
             if wl is None:
@@ -230,14 +245,26 @@ class Cluster:
             admitted = is_true(wl, "Admitted")
             if not active:
                 if not is_true(wl, "Evicted"):
-                    self.set_condition(wl, "Evicted", "True", "Deactivated", "The workload is deactivated")
-                self.set_condition(wl, "QuotaReserved", "False", "Pending", "The workload is deactivated")
-                self.set_condition(wl, "Admitted", "False", "NoReservation", "The workload has no reservation")
+                    self.set_condition(
+                        wl, "Evicted", "True", "Deactivated", "The workload is deactivated"
+                    )
+                self.set_condition(
+                    wl, "QuotaReserved", "False", "Pending", "The workload is deactivated"
+                )
+                self.set_condition(
+                    wl, "Admitted", "False", "NoReservation", "The workload has no reservation"
+                )
                 self._suspend(tj, True)
             elif admitted:
                 self._suspend(tj, False)
             elif self.kueue_quota and not evicted:
-                self.set_condition(wl, "QuotaReserved", "True", "QuotaReserved", "Quota reserved in ClusterQueue cluster-queue")
+                self.set_condition(
+                    wl,
+                    "QuotaReserved",
+                    "True",
+                    "QuotaReserved",
+                    "Quota reserved in ClusterQueue cluster-queue",
+                )
                 self.set_condition(wl, "Admitted", "True", "Admitted", "The workload is admitted")
                 self._suspend(tj, False)
             else:
@@ -267,15 +294,23 @@ class Cluster:
     def trainer(self) -> None:
         for tj in list(self.store.items(TRAINJOB)):
             meta, spec = tj["metadata"], tj["spec"]
-            if "deletionTimestamp" in meta or spec.get("managedBy", TRAINER_CONTROLLER) != TRAINER_CONTROLLER:
+            if (
+                "deletionTimestamp" in meta
+                or spec.get("managedBy", TRAINER_CONTROLLER) != TRAINER_CONTROLLER
+            ):
                 continue
             if is_true(tj, "Complete") or is_true(tj, "Failed"):
                 continue
             runtime = self.runtime_of(tj)
             if runtime is None:
                 ref = spec.get("runtimeRef") or {}
-                self.set_condition(tj, "Failed", "True", "TrainingRuntimeNotSupported",
-                                   f"unsupported runtime: {ref.get('kind')}.{ref.get('apiGroup')}")
+                self.set_condition(
+                    tj,
+                    "Failed",
+                    "True",
+                    "TrainingRuntimeNotSupported",
+                    f"unsupported runtime: {ref.get('kind')}.{ref.get('apiGroup')}",
+                )
                 continue
             suspend = bool(spec.get("suspend"))
             if suspend:
@@ -283,7 +318,13 @@ class Cluster:
             elif condition(tj, "Suspended") is not None:
                 self.set_condition(tj, "Suspended", "False", "Resumed", "TrainJob is resumed")
             if meta["uid"] in self.deadline_expired:
-                self.set_condition(tj, "Failed", "True", "DeadlineExceeded", "TrainJob exceeded its active deadline")
+                self.set_condition(
+                    tj,
+                    "Failed",
+                    "True",
+                    "DeadlineExceeded",
+                    "TrainJob exceeded its active deadline",
+                )
                 try:
                     self.store.delete(JOBSET, meta["namespace"], meta["name"], "Background", None)
                 except ApiError:
@@ -301,7 +342,10 @@ class Cluster:
                 self._changed = True
             rstatus = (js.get("status") or {}).get("replicatedJobsStatus") or []
             jobs_status = [
-                {k: r.get(k, 0) for k in ("name", "ready", "succeeded", "failed", "active", "suspended")}
+                {
+                    k: r.get(k, 0)
+                    for k in ("name", "ready", "succeeded", "failed", "active", "suspended")
+                }
                 for r in rstatus
             ]
             if (tj.get("status") or {}).get("jobsStatus") != jobs_status:
@@ -321,7 +365,9 @@ class Cluster:
         labels = dict((template.get("metadata") or {}).get("labels") or {})
         js_spec = template["spec"]
         trainer = spec.get("trainer") or {}
-        num_nodes = trainer.get("numNodes") or (runtime["spec"].get("mlPolicy") or {}).get("numNodes", 1)
+        num_nodes = trainer.get("numNodes") or (runtime["spec"].get("mlPolicy") or {}).get(
+            "numNodes", 1
+        )
         job_labels: dict[str, dict[str, str]] = {}
         pod_labels: dict[str, dict[str, str]] = {}
         for patch in spec.get("runtimePatches") or []:
@@ -329,7 +375,9 @@ class Cluster:
             labels.update(((tmpl.get("metadata") or {}).get("labels")) or {})
             for rj in (tmpl.get("spec") or {}).get("replicatedJobs") or []:
                 rtmpl = rj.get("template") or {}
-                job_labels.setdefault(rj["name"], {}).update((rtmpl.get("metadata") or {}).get("labels") or {})
+                job_labels.setdefault(rj["name"], {}).update(
+                    (rtmpl.get("metadata") or {}).get("labels") or {}
+                )
                 pod_meta = ((rtmpl.get("spec") or {}).get("template") or {}).get("metadata") or {}
                 pod_labels.setdefault(rj["name"], {}).update(pod_meta.get("labels") or {})
         labels.update(spec.get("labels") or {})
@@ -342,20 +390,32 @@ class Cluster:
             rj["replicas"] = 1
             rtmpl = rj.setdefault("template", {})
             rmeta = rtmpl.setdefault("metadata", {})
-            rmeta["labels"] = {**(rmeta.get("labels") or {}), **(spec.get("labels") or {}), **job_labels.get(rj["name"], {})}
+            rmeta["labels"] = {
+                **(rmeta.get("labels") or {}),
+                **(spec.get("labels") or {}),
+                **job_labels.get(rj["name"], {}),
+            }
             jspec = rtmpl.setdefault("spec", {})
             pmeta = jspec.setdefault("template", {}).setdefault("metadata", {})
             pmeta["labels"] = {**(pmeta.get("labels") or {}), **pod_labels.get(rj["name"], {})}
             if rj["name"] == "node":
                 jspec["parallelism"] = jspec["completions"] = num_nodes
-                container = jspec["template"].setdefault("spec", {}).setdefault("containers", [{"name": "node"}])[0]
+                container = (
+                    jspec["template"]
+                    .setdefault("spec", {})
+                    .setdefault("containers", [{"name": "node"}])[0]
+                )
                 for field in ("image", "command", "args", "env"):
                     if field in trainer:
                         container[field] = trainer[field]
                 if "resourcesPerNode" in trainer:
                     container["resources"] = trainer["resourcesPerNode"]
         return {
-            "metadata": {"name": meta["name"], "labels": labels, "ownerReferences": [self.owner_ref(tj)]},
+            "metadata": {
+                "name": meta["name"],
+                "labels": labels,
+                "ownerReferences": [self.owner_ref(tj)],
+            },
             "spec": {**js_spec, "suspend": bool(spec.get("suspend"))},
             "status": {"restarts": 0, "restartsCountTowardsMax": 0},
         }
@@ -390,16 +450,28 @@ class Cluster:
                     job = self.store.raw(JOB, ns, job_name)
                 except ApiError:
                     tmpl = copy.deepcopy(rj["template"])
-                    extra = {JOBSET_NAME: name, RJOB_NAME: rj["name"], RESTART_ATTEMPT: str(attempt),
-                             "jobset.sigs.k8s.io/job-index": "0", "jobset.sigs.k8s.io/jobset-uid": uid}
+                    extra = {
+                        JOBSET_NAME: name,
+                        RJOB_NAME: rj["name"],
+                        RESTART_ATTEMPT: str(attempt),
+                        "jobset.sigs.k8s.io/job-index": "0",
+                        "jobset.sigs.k8s.io/jobset-uid": uid,
+                    }
                     tmpl_meta = tmpl.get("metadata") or {}
                     tmpl["spec"]["template"]["metadata"]["labels"].update(extra)
-                    job = self.create(JOB, ns, {
-                        "metadata": {"name": job_name, "labels": {**(tmpl_meta.get("labels") or {}), **extra},
-                                     "ownerReferences": [self.owner_ref(js)]},
-                        "spec": {**tmpl["spec"], "suspend": bool(spec.get("suspend"))},
-                        "status": {},
-                    })
+                    job = self.create(
+                        JOB,
+                        ns,
+                        {
+                            "metadata": {
+                                "name": job_name,
+                                "labels": {**(tmpl_meta.get("labels") or {}), **extra},
+                                "ownerReferences": [self.owner_ref(js)],
+                            },
+                            "spec": {**tmpl["spec"], "suspend": bool(spec.get("suspend"))},
+                            "status": {},
+                        },
+                    )
                 if bool(job["spec"].get("suspend")) != bool(spec.get("suspend")):
                     job["spec"]["suspend"] = bool(spec.get("suspend"))
                     self.store.touch(job)
@@ -412,14 +484,16 @@ class Cluster:
             rstatus = []
             for rj_name, job in jobs:
                 st = job.get("status") or {}
-                rstatus.append({
-                    "name": rj_name,
-                    "ready": st.get("ready", 0) and 1,
-                    "succeeded": 1 if is_true(job, "Complete") else 0,
-                    "failed": 1 if is_true(job, "Failed") else 0,
-                    "active": 1 if st.get("active", 0) and not is_true(job, "Failed") else 0,
-                    "suspended": 1 if job["spec"].get("suspend") else 0,
-                })
+                rstatus.append(
+                    {
+                        "name": rj_name,
+                        "ready": st.get("ready", 0) and 1,
+                        "succeeded": 1 if is_true(job, "Complete") else 0,
+                        "failed": 1 if is_true(job, "Failed") else 0,
+                        "active": 1 if st.get("active", 0) and not is_true(job, "Failed") else 0,
+                        "suspended": 1 if job["spec"].get("suspend") else 0,
+                    }
+                )
             if status.get("replicatedJobsStatus") != rstatus:
                 status["replicatedJobsStatus"] = rstatus
                 self.store.touch(js)
@@ -429,7 +503,9 @@ class Cluster:
                 self.fail_or_restart(js, failed[0])
             elif jobs and all(is_true(job, "Complete") for _, job in jobs):
                 status["terminalState"] = "Completed"
-                self.set_condition(js, "Completed", "True", "AllJobsCompleted", "jobset completed successfully")
+                self.set_condition(
+                    js, "Completed", "True", "AllJobsCompleted", "jobset completed successfully"
+                )
 
     def fail_or_restart(self, js: Obj, job: Obj) -> None:
         """``failure_policy.go``: first matching rule wins, default RestartJobSet, max restarts."""
@@ -438,8 +514,11 @@ class Cluster:
         job_name = job["metadata"]["name"]
         reason = (condition(job, "Failed") or {}).get("reason", "")
         if policy is None:
-            return self._fail(js, "FailedJobs",
-                              f"jobset failed due to one or more job failures (first failed job: {job_name})")
+            return self._fail(
+                js,
+                "FailedJobs",
+                f"jobset failed due to one or more job failures (first failed job: {job_name})",
+            )
         action, rule_name = "RestartJobSet", None
         for rule in policy.get("rules") or []:
             reasons = rule.get("onJobFailureReasons") or []
@@ -447,14 +526,25 @@ class Cluster:
                 action, rule_name = rule["action"], rule.get("name")
                 break
         if action == "FailJobSet":
-            return self._fail(js, "FailJobSetFailurePolicyAction",
-                              f"jobset failed due to FailJobSet action by rule {rule_name} (job {job_name})")
-        if action == "RestartJobSet" and status.get("restartsCountTowardsMax", 0) >= policy.get("maxRestarts", 0):
-            return self._fail(js, "ReachedMaxRestarts", "jobset failed due to reaching max number of restarts")
+            return self._fail(
+                js,
+                "FailJobSetFailurePolicyAction",
+                f"jobset failed due to FailJobSet action by rule {rule_name} (job {job_name})",
+            )
+        if action == "RestartJobSet" and status.get("restartsCountTowardsMax", 0) >= policy.get(
+            "maxRestarts", 0
+        ):
+            return self._fail(
+                js, "ReachedMaxRestarts", "jobset failed due to reaching max number of restarts"
+            )
         self.pending_restarts[js["metadata"]["uid"]] = self.step
-        self.set_condition(js, "RestartingJobSet", "True",
-                           f"FailurePolicy_{rule_name}" if rule_name else "DefaultFailurePolicy",
-                           f"restarting jobset after job {job_name} failed: {reason}")
+        self.set_condition(
+            js,
+            "RestartingJobSet",
+            "True",
+            f"FailurePolicy_{rule_name}" if rule_name else "DefaultFailurePolicy",
+            f"restarting jobset after job {job_name} failed: {reason}",
+        )
 
     def _fail(self, js: Obj, reason: str, message: str) -> None:
         js["status"]["terminalState"] = "Failed"
@@ -472,7 +562,9 @@ class Cluster:
             if spec.get("suspend"):
                 for pod in pods:
                     if "deletionTimestamp" not in pod["metadata"]:
-                        self.store.delete(POD, meta["namespace"], pod["metadata"]["name"], None, None)
+                        self.store.delete(
+                            POD, meta["namespace"], pod["metadata"]["name"], None, None
+                        )
                         self._changed = True
                 self.set_condition(job, "Suspended", "True", "JobSuspended", "Job suspended")
                 self._counts(job, pods)
@@ -480,17 +572,32 @@ class Cluster:
             if condition(job, "Suspended"):
                 self.set_condition(job, "Suspended", "False", "JobResumed", "Job resumed")
             status.setdefault("startTime", self.now())
-            indices = {p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] for p in pods}
+            indices = {
+                p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+                for p in pods
+            }
             if not is_true(job, "FailureTarget"):
                 for index in range(spec.get("completions", 1)):
                     if str(index) not in indices:
                         self.create_pod(job, index)
                 pods = self.pods_of_job(job)
             if meta["uid"] in self.deadline_expired:
-                self.set_condition(job, "FailureTarget", "True", "DeadlineExceeded", "Job was active longer than specified deadline")
+                self.set_condition(
+                    job,
+                    "FailureTarget",
+                    "True",
+                    "DeadlineExceeded",
+                    "Job was active longer than specified deadline",
+                )
                 self.kill(job, pods, delete=True)
             elif any(self.pod_failed(p) for p in pods) and not is_true(job, "FailureTarget"):
-                self.set_condition(job, "FailureTarget", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+                self.set_condition(
+                    job,
+                    "FailureTarget",
+                    "True",
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                )
                 self.kill(job, pods, delete=False)
             pods = self.pods_of_job(job)
             if is_true(job, "FailureTarget"):
@@ -498,18 +605,41 @@ class Cluster:
                     target = condition(job, "FailureTarget") or {}
                     self.set_condition(job, "Failed", "True", target["reason"], target["message"])
             elif pods and all(p["status"].get("phase") == "Succeeded" for p in pods):
-                self.set_condition(job, "SuccessCriteriaMet", "True", "CompletionsReached", "Reached expected number of succeeded pods")
-                self.set_condition(job, "Complete", "True", "CompletionsReached", "Reached expected number of succeeded pods")
+                self.set_condition(
+                    job,
+                    "SuccessCriteriaMet",
+                    "True",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                )
+                self.set_condition(
+                    job,
+                    "Complete",
+                    "True",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                )
             self._counts(job, self.pods_of_job(job))
 
     def _counts(self, job: Obj, pods: list[Obj]) -> None:
         status = job["status"]
         counts = {
-            "active": sum(1 for p in pods if not self.pod_terminal(p) and "deletionTimestamp" not in p["metadata"]),
-            "ready": sum(1 for p in pods if p["status"].get("phase") == "Running" and "deletionTimestamp" not in p["metadata"]),
+            "active": sum(
+                1
+                for p in pods
+                if not self.pod_terminal(p) and "deletionTimestamp" not in p["metadata"]
+            ),
+            "ready": sum(
+                1
+                for p in pods
+                if p["status"].get("phase") == "Running"
+                and "deletionTimestamp" not in p["metadata"]
+            ),
             "failed": sum(1 for p in pods if self.pod_failed(p)),
             "succeeded": sum(1 for p in pods if p["status"].get("phase") == "Succeeded"),
-            "terminating": sum(1 for p in pods if "deletionTimestamp" in p["metadata"] and not self.pod_terminal(p)),
+            "terminating": sum(
+                1 for p in pods if "deletionTimestamp" in p["metadata"] and not self.pod_terminal(p)
+            ),
         }
         if any(status.get(k) != v for k, v in counts.items()):
             status.update(counts)
@@ -531,7 +661,9 @@ class Cluster:
                 continue
             if not self.node_ready(pod["spec"].get("nodeName")):
                 if "deletionTimestamp" not in pod["metadata"]:
-                    self.store.delete(POD, pod["metadata"]["namespace"], pod["metadata"]["name"], None, None)
+                    self.store.delete(
+                        POD, pod["metadata"]["namespace"], pod["metadata"]["name"], None, None
+                    )
                 continue
             if delete:
                 self.store.remove(POD, pod["metadata"]["namespace"], pod["metadata"]["name"])
@@ -542,85 +674,136 @@ class Cluster:
     def create_pod(self, job: Obj, index: int) -> None:
         meta = job["metadata"]
         template = copy.deepcopy(job["spec"]["template"])
-        labels = {**(template.get("metadata") or {}).get("labels", {}), JOB_NAME: meta["name"],
-                  "batch.kubernetes.io/controller-uid": meta["uid"]}
-        pod = self.create(POD, meta["namespace"], {
-            "metadata": {
-                "name": f"{meta['name']}-{index}-{next(self._suffix):05x}",
-                "labels": labels,
-                "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
-                "ownerReferences": [self.owner_ref(job)],
+        labels = {
+            **(template.get("metadata") or {}).get("labels", {}),
+            JOB_NAME: meta["name"],
+            "batch.kubernetes.io/controller-uid": meta["uid"],
+        }
+        pod = self.create(
+            POD,
+            meta["namespace"],
+            {
+                "metadata": {
+                    "name": f"{meta['name']}-{index}-{next(self._suffix):05x}",
+                    "labels": labels,
+                    "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+                    "ownerReferences": [self.owner_ref(job)],
+                },
+                "spec": {
+                    **template.get("spec", {}),
+                    "restartPolicy": template.get("spec", {}).get("restartPolicy", "OnFailure"),
+                },
+                "status": {"phase": "Pending", "conditions": []},
             },
-            "spec": {**template.get("spec", {}), "restartPolicy": template.get("spec", {}).get("restartPolicy", "OnFailure")},
-            "status": {"phase": "Pending", "conditions": []},
-        })
+        )
         if self._pod_index is not None:
             self._pod_index.setdefault((meta["namespace"], meta["name"]), []).append(pod)
 
     # -- scheduler and kubelet ---------------------------------------------------------
 
     def kubelet(self) -> None:
-        ready_nodes = sorted(n["metadata"]["name"] for n in self.store.items(NODE) if is_true(n, "Ready"))
+        ready_nodes = sorted(
+            n["metadata"]["name"] for n in self.store.items(NODE) if is_true(n, "Ready")
+        )
         for pod in list(self.store.items(POD)):
             status, spec = pod["status"], pod["spec"]
             uid = pod["metadata"]["uid"]
             if status.get("phase") == "Running" and "deletionTimestamp" not in pod["metadata"]:
                 code = command_exit((spec.get("containers") or [{}])[0])
                 if code is not None and self.step > self.started.get(uid, self.step):
-                    self.terminate(pod, reason="Completed" if code == 0 else "Error", exit_code=code)
+                    self.terminate(
+                        pod, reason="Completed" if code == 0 else "Error", exit_code=code
+                    )
                 continue
             if status.get("phase") != "Pending" or "deletionTimestamp" in pod["metadata"]:
                 continue
             jobset_name = pod["metadata"]["labels"].get(JOBSET_NAME, "")
             if not spec.get("nodeName"):
-                gpus = int((((spec.get("containers") or [{}])[0].get("resources") or {}).get("limits") or {})
-                           .get("nvidia.com/gpu", 0))
-                if (not self.capacity or not ready_nodes or jobset_name in self.unschedulable
-                        or gpus > GPUS_PER_NODE):
+                gpus = int(
+                    (
+                        ((spec.get("containers") or [{}])[0].get("resources") or {}).get("limits")
+                        or {}
+                    ).get("nvidia.com/gpu", 0)
+                )
+                if (
+                    not self.capacity
+                    or not ready_nodes
+                    or jobset_name in self.unschedulable
+                    or gpus > GPUS_PER_NODE
+                ):
                     total = len(list(self.store.items(NODE)))
-                    self.set_condition(pod, "PodScheduled", "False", "Unschedulable",
-                                       f"0/{total} nodes are available: {total} Insufficient nvidia.com/gpu. "
-                                       f"preemption: 0/{total} nodes are available: {total} No preemption "
-                                       "victims found for incoming pod.")
+                    self.set_condition(
+                        pod,
+                        "PodScheduled",
+                        "False",
+                        "Unschedulable",
+                        f"0/{total} nodes are available: {total} Insufficient nvidia.com/gpu. "
+                        f"preemption: 0/{total} nodes are available: {total} No preemption "
+                        "victims found for incoming pod.",
+                    )
                     continue
-                index = int(pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+                index = int(
+                    pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+                )
                 spec["nodeName"] = ready_nodes[index % len(ready_nodes)]
                 self.set_condition(pod, "PodScheduled", "True", "", "")
             container = (spec.get("containers") or [{"name": "node"}])[0]
             launch = self.launch_errors.get(pod["metadata"]["labels"].get(JOBSET_NAME, ""))
             if launch:
                 reason, message = launch
-                status["containerStatuses"] = [{
-                    "name": container.get("name", "node"), "image": container.get("image", ""),
-                    "ready": False, "restartCount": 0,
-                    "state": {"waiting": {"reason": reason, "message": message}},
-                }]
+                status["containerStatuses"] = [
+                    {
+                        "name": container.get("name", "node"),
+                        "image": container.get("image", ""),
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"waiting": {"reason": reason, "message": message}},
+                    }
+                ]
                 self.store.touch(pod)
                 continue
             status["phase"] = "Running"
             status["startTime"] = self.now()
             self.started[uid] = self.step
-            status["containerStatuses"] = [{
-                "name": container.get("name", "node"), "image": container.get("image", ""),
-                "ready": True, "restartCount": 0, "started": True,
-                "state": {"running": {"startedAt": self.now()}},
-            }]
+            status["containerStatuses"] = [
+                {
+                    "name": container.get("name", "node"),
+                    "image": container.get("image", ""),
+                    "ready": True,
+                    "restartCount": 0,
+                    "started": True,
+                    "state": {"running": {"startedAt": self.now()}},
+                }
+            ]
             self.set_condition(pod, "Ready", "True", "", "")
 
-    def terminate(self, pod: Obj, *, reason: str, exit_code: int, after: int = 0,
-                  last_state: bool = False) -> None:
+    def terminate(
+        self, pod: Obj, *, reason: str, exit_code: int, after: int = 0, last_state: bool = False
+    ) -> None:
         """The container ends: ``state.terminated`` (restartPolicy Never), or
         ``lastState.terminated`` + CrashLoopBackOff (OnFailure) with ``last_state``."""
         status = pod["status"]
-        cs = (status.get("containerStatuses") or [{"name": "node", "ready": False, "restartCount": 0}])[0]
+        cs = (
+            status.get("containerStatuses") or [{"name": "node", "ready": False, "restartCount": 0}]
+        )[0]
         started = (cs.get("state") or {}).get("running", {}).get("startedAt", self.now())
-        terminated = {"reason": reason, "exitCode": exit_code, "startedAt": started,
-                      "finishedAt": self.later(after), "containerID": "containerd://emulated"}
+        terminated = {
+            "reason": reason,
+            "exitCode": exit_code,
+            "startedAt": started,
+            "finishedAt": self.later(after),
+            "containerID": "containerd://emulated",
+        }
         if last_state:
             cs["lastState"] = {"terminated": terminated}
             cs["restartCount"] = cs.get("restartCount", 0) + 1
-            cs["state"] = {"waiting": {"reason": "CrashLoopBackOff",
-                                       "message": f"back-off 10s restarting failed container={cs['name']} pod={pod['metadata']['name']}"}}
+            cs["state"] = {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": "back-off 10s restarting failed "
+                    f"container={cs['name']} pod={pod['metadata']['name']}",
+                }
+            }
             status["phase"] = "Failed"
         else:
             cs["state"] = {"terminated": terminated}
@@ -631,4 +814,6 @@ class Cluster:
         self._changed = True
 
     def patch_runtime_failure_policy(self, runtime: Obj, policy: dict[str, Any]) -> None:
-        runtime["spec"]["template"]["spec"] = merge_patch(runtime["spec"]["template"]["spec"], {"failurePolicy": policy})
+        runtime["spec"]["template"]["spec"] = merge_patch(
+            runtime["spec"]["template"]["spec"], {"failurePolicy": policy}
+        )

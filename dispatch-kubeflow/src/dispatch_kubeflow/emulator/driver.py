@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from dispatch_kubeflow.emulator.admission import admit_trainjob, check_trainjob_update
-from dispatch_kubeflow.emulator.cluster import GPUS_PER_NODE, JOBSET_NAME, KUEUE_JOB_UID, LAUNCH_ERRORS, Cluster, is_true
+from dispatch_kubeflow.emulator.cluster import (
+    GPUS_PER_NODE,
+    JOBSET_NAME,
+    KUEUE_JOB_UID,
+    LAUNCH_ERRORS,
+    Cluster,
+    is_true,
+)
 from dispatch_kubeflow.emulator.server import Request, RequestLog, Route, make_server
 from dispatch_kubeflow.emulator.store import (
     CLUSTER_RUNTIME,
@@ -40,25 +47,42 @@ from dispatch_kubeflow.emulator.store import (
 TOKEN = "dispatch-emulator-token"
 
 
-def torch_runtime(name: str, *, failure_policy: dict[str, Any] | None = None,
-                  job_deadline_seconds: int | None = None) -> Obj:
+def torch_runtime(
+    name: str,
+    *,
+    failure_policy: dict[str, Any] | None = None,
+    job_deadline_seconds: int | None = None,
+) -> Obj:
     """A ClusterTrainingRuntime shaped like the shipped ``torch-distributed`` one."""
     job_spec: dict[str, Any] = {
         "template": {
             "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-            "spec": {"containers": [{"name": "node", "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
-                                     "command": ["torchrun", "train.py"]}]},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "node",
+                        "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+                        "command": ["torchrun", "train.py"],
+                    }
+                ]
+            },
         }
     }
     if job_deadline_seconds is not None:
         job_spec["activeDeadlineSeconds"] = job_deadline_seconds
-    spec: dict[str, Any] = {"replicatedJobs": [{"name": "node", "template": {"metadata": {"labels": {}}, "spec": job_spec}}]}
+    spec: dict[str, Any] = {
+        "replicatedJobs": [
+            {"name": "node", "template": {"metadata": {"labels": {}}, "spec": job_spec}}
+        ]
+    }
     if failure_policy is not None:
         spec["failurePolicy"] = failure_policy
     return {
         "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
-        "spec": {"mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
-                 "template": {"metadata": {"labels": {}}, "spec": spec}},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+            "template": {"metadata": {"labels": {}}, "spec": spec},
+        },
     }
 
 
@@ -85,8 +109,15 @@ def _json_patch(obj: Obj, ops: list[dict[str, Any]]) -> Obj:
 class Emulator:
     """An emulated Kubeflow Trainer cluster on 127.0.0.1, with a driver to provoke endings."""
 
-    def __init__(self, *, trainer_version: str = "2.2", nodes: int = 4, namespace: str = "default",
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        trainer_version: str = "2.2",
+        nodes: int = 4,
+        namespace: str = "default",
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
         self.clock = Clock()
         self.store = Store(self.clock)
         self.cluster = Cluster(self.store, self.clock, trainer_version)
@@ -98,13 +129,29 @@ class Emulator:
         self._thread: threading.Thread | None = None
         self._paused = False
         for i in range(nodes):
-            self.store.create(NODE, "", {
-                "metadata": {"name": f"gpu-node-{i}", "labels": {"kubernetes.io/hostname": f"gpu-node-{i}"}},
-                "spec": {},
-                "status": {"capacity": {"nvidia.com/gpu": str(GPUS_PER_NODE)}, "conditions": [
-                    {"type": "Ready", "status": "True", "reason": "KubeletReady",
-                     "message": "kubelet is posting ready status", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
-            })
+            self.store.create(
+                NODE,
+                "",
+                {
+                    "metadata": {
+                        "name": f"gpu-node-{i}",
+                        "labels": {"kubernetes.io/hostname": f"gpu-node-{i}"},
+                    },
+                    "spec": {},
+                    "status": {
+                        "capacity": {"nvidia.com/gpu": str(GPUS_PER_NODE)},
+                        "conditions": [
+                            {
+                                "type": "Ready",
+                                "status": "True",
+                                "reason": "KubeletReady",
+                                "message": "kubelet is posting ready status",
+                                "lastTransitionTime": "2026-01-01T00:00:00Z",
+                            }
+                        ],
+                    },
+                },
+            )
         self.add_runtime("torch-distributed")
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -114,7 +161,9 @@ class Emulator:
             return self
         self._server = make_server(self.host, self.port, self._handle, self.log, TOKEN)
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="k8s-emulator", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="k8s-emulator", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -139,11 +188,21 @@ class Emulator:
         """A kubeconfig (JSON is YAML) pointing at this emulator, with its bearer token."""
         path = Path(path)
         config = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "emulator",
             "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
             "users": [{"name": "emulator", "user": {"token": TOKEN}}],
-            "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "emulator",
-                                                          "namespace": self.namespace}}],
+            "contexts": [
+                {
+                    "name": "emulator",
+                    "context": {
+                        "cluster": "emulator",
+                        "user": "emulator",
+                        "namespace": self.namespace,
+                    },
+                }
+            ],
         }
         path.write_text(json.dumps(config, indent=2))
         return path
@@ -161,7 +220,9 @@ class Emulator:
         with self.store.lock:
             if request.method == "GET":
                 if name is None:
-                    return 200, self.store.list(res, where.namespace, request.query.get("labelSelector"))
+                    return 200, self.store.listing(
+                        res, where.namespace, request.query.get("labelSelector")
+                    )
                 return 200, self.store.get(res, ns, name)
             if request.method == "POST" and name is None:
                 body = request.body or {}
@@ -186,18 +247,29 @@ class Emulator:
                 options = request.body or {}
                 policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
                 grace = options.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
-                answer = self.store.delete(res, ns, name, policy, None if grace is None else int(grace))
+                answer = self.store.delete(
+                    res, ns, name, policy, None if grace is None else int(grace)
+                )
                 self.reconcile()
                 return 200, answer
-        raise ApiError(405, "MethodNotAllowed", f"{request.method} is not supported on {request.path}")
+        raise ApiError(
+            405, "MethodNotAllowed", f"{request.method} is not supported on {request.path}"
+        )
 
     # -- set-up ------------------------------------------------------------------------
 
-    def add_runtime(self, name: str, *, namespace: str | None = None,
-                    failure_policy: dict[str, Any] | None = None,
-                    job_deadline_seconds: int | None = None) -> None:
+    def add_runtime(
+        self,
+        name: str,
+        *,
+        namespace: str | None = None,
+        failure_policy: dict[str, Any] | None = None,
+        job_deadline_seconds: int | None = None,
+    ) -> None:
         """Install a (Cluster)TrainingRuntime; a JobSet ``failure_policy`` makes it restart."""
-        body = torch_runtime(name, failure_policy=failure_policy, job_deadline_seconds=job_deadline_seconds)
+        body = torch_runtime(
+            name, failure_policy=failure_policy, job_deadline_seconds=job_deadline_seconds
+        )
         with self.store.lock:
             if namespace is None:
                 self.store.create(CLUSTER_RUNTIME, "", body)
@@ -230,8 +302,11 @@ class Emulator:
     def pods(self, name: str) -> list[Obj]:
         with self.store.lock:
             return sorted(
-                (copy.deepcopy(p) for p in self.store.items(POD, self.namespace)
-                 if p["metadata"]["labels"].get(JOBSET_NAME) == name),
+                (
+                    copy.deepcopy(p)
+                    for p in self.store.items(POD, self.namespace)
+                    if p["metadata"]["labels"].get(JOBSET_NAME) == name
+                ),
                 key=lambda p: p["metadata"]["name"],
             )
 
@@ -240,8 +315,12 @@ class Emulator:
             return sorted(t["metadata"]["name"] for t in self.store.items(TRAINJOB, self.namespace))
 
     def _pod(self, name: str, index: int) -> Obj:
-        pods = [p for p in self.store.items(POD, self.namespace)
-                if p["metadata"]["labels"].get(JOBSET_NAME) == name and p["status"].get("phase") != "Succeeded"]
+        pods = [
+            p
+            for p in self.store.items(POD, self.namespace)
+            if p["metadata"]["labels"].get(JOBSET_NAME) == name
+            and p["status"].get("phase") != "Succeeded"
+        ]
         pods.sort(key=lambda p: p["metadata"]["name"])
         if not pods:
             raise LookupError(f"TrainJob {name!r} has no pod to act on")
@@ -253,26 +332,43 @@ class Emulator:
         """Every node exits 0."""
         with self.store.lock:
             for pod in self.store.items(POD, self.namespace):
-                if pod["metadata"]["labels"].get(JOBSET_NAME) == name and pod["status"].get("phase") == "Running":
+                if (
+                    pod["metadata"]["labels"].get(JOBSET_NAME) == name
+                    and pod["status"].get("phase") == "Running"
+                ):
                     self.cluster.terminate(pod, reason="Completed", exit_code=0)
             self.reconcile()
 
     def exit(self, name: str, code: int, *, pod: int = 0, restart_policy: str = "Never") -> None:
         """One node's training process exits with ``code``; the Job kills the others after it."""
         with self.store.lock:
-            self.cluster.terminate(self._pod(name, pod), reason="Error", exit_code=code,
-                                   last_state=restart_policy == "OnFailure")
+            self.cluster.terminate(
+                self._pod(name, pod),
+                reason="Error",
+                exit_code=code,
+                last_state=restart_policy == "OnFailure",
+            )
             self.reconcile()
 
     def oom(self, name: str, *, pod: int = 0, restart_policy: str = "Never") -> None:
         """One node's container is OOMKilled (``lastState`` under OnFailure)."""
         with self.store.lock:
-            self.cluster.terminate(self._pod(name, pod), reason="OOMKilled", exit_code=137,
-                                   last_state=restart_policy == "OnFailure")
+            self.cluster.terminate(
+                self._pod(name, pod),
+                reason="OOMKilled",
+                exit_code=137,
+                last_state=restart_policy == "OnFailure",
+            )
             self.reconcile()
 
-    def preempt(self, name: str, *, pod: int = 0, reason: str = "PreemptionByScheduler",
-                message: str = "default-scheduler: preempting to accommodate a higher priority pod") -> None:
+    def preempt(
+        self,
+        name: str,
+        *,
+        pod: int = 0,
+        reason: str = "PreemptionByScheduler",
+        message: str = "default-scheduler: preempting to accommodate a higher priority pod",
+    ) -> None:
         """The scheduler (or an eviction) takes a pod: DisruptionTarget, then SIGTERM → 143."""
         with self.store.lock:
             target = self._pod(name, pod)
@@ -302,10 +398,16 @@ class Emulator:
         with self.store.lock:
             tj = self.store.raw(TRAINJOB, self.namespace, name)
             image = (tj["spec"].get("trainer") or {}).get("image", "")
-            self.cluster.launch_errors[name] = (reason, LAUNCH_ERRORS.get(reason, reason).format(image=image))
+            self.cluster.launch_errors[name] = (
+                reason,
+                LAUNCH_ERRORS.get(reason, reason).format(image=image),
+            )
             for pod in list(self.store.items(POD, self.namespace)):
                 if pod["metadata"]["labels"].get(JOBSET_NAME) == name:
-                    pod["status"] = {"phase": "Pending", "conditions": pod["status"].get("conditions", [])}
+                    pod["status"] = {
+                        "phase": "Pending",
+                        "conditions": pod["status"].get("conditions", []),
+                    }
             self.reconcile()
 
     def set_capacity(self, available: bool, *, only: str | None = None) -> None:
@@ -323,7 +425,9 @@ class Emulator:
     def suspend_behind_back(self, name: str) -> None:
         """Someone else suspends the TrainJob (``kubectl patch ... suspend: true``)."""
         with self.store.lock:
-            self.store.patch(TRAINJOB, self.namespace, name, {"spec": {"suspend": True}}, status=False)
+            self.store.patch(
+                TRAINJOB, self.namespace, name, {"spec": {"suspend": True}}, status=False
+            )
             self.reconcile()
 
     def lose_node(self, name: str, *, pod: int = 0) -> str:
@@ -332,27 +436,56 @@ class Emulator:
         FailureTarget and never Failed. Returns the node's name."""
         with self.store.lock:
             target = self._pod(name, pod)
-            node_name = target["spec"]["nodeName"]
+            node_name: str = target["spec"]["nodeName"]
             node = self.store.raw(NODE, "", node_name)
-            self.cluster.set_condition(node, "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
-            node["spec"]["taints"] = [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
-                                       "timeAdded": self.cluster.now()}]
+            self.cluster.set_condition(
+                node,
+                "Ready",
+                "Unknown",
+                "NodeStatusUnknown",
+                "Kubelet stopped posting node status.",
+            )
+            node["spec"]["taints"] = [
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "effect": "NoExecute",
+                    "timeAdded": self.cluster.now(),
+                }
+            ]
             for pod_obj in list(self.store.items(POD)):
-                if pod_obj["spec"].get("nodeName") == node_name and pod_obj["status"].get("phase") == "Running":
-                    self.cluster.set_condition(pod_obj, "DisruptionTarget", "True", "DeletionByTaintManager",
-                                               "Taint manager: deleting due to NoExecute taint")
-                    self.store.delete(POD, pod_obj["metadata"]["namespace"], pod_obj["metadata"]["name"], None, None)
+                if (
+                    pod_obj["spec"].get("nodeName") == node_name
+                    and pod_obj["status"].get("phase") == "Running"
+                ):
+                    self.cluster.set_condition(
+                        pod_obj,
+                        "DisruptionTarget",
+                        "True",
+                        "DeletionByTaintManager",
+                        "Taint manager: deleting due to NoExecute taint",
+                    )
+                    self.store.delete(
+                        POD,
+                        pod_obj["metadata"]["namespace"],
+                        pod_obj["metadata"]["name"],
+                        None,
+                        None,
+                    )
             self.reconcile()
             return node_name
 
     def recover_node(self, node_name: str) -> None:
         with self.store.lock:
             node = self.store.raw(NODE, "", node_name)
-            self.cluster.set_condition(node, "Ready", "True", "KubeletReady", "kubelet is posting ready status")
+            self.cluster.set_condition(
+                node, "Ready", "True", "KubeletReady", "kubelet is posting ready status"
+            )
             node["spec"].pop("taints", None)
             self.reconcile()
 
-    def delete_behind_back(self, name: str, *, policy: str = "Background", finalizer: str | None = None) -> None:
+    def delete_behind_back(
+        self, name: str, *, policy: str = "Background", finalizer: str | None = None
+    ) -> None:
         """Someone else deletes the TrainJob (``kubectl delete``); a ``finalizer`` keeps it
         visible with a deletionTimestamp."""
         with self.store.lock:
@@ -362,8 +495,12 @@ class Emulator:
             self.store.delete(TRAINJOB, self.namespace, name, policy, None)
             self.reconcile()
 
-    def fail_unmappable(self, name: str, reason: str = "QuotaWizardRejected",
-                        message: str = "the quota wizard rejected this TrainJob at 03:14") -> None:
+    def fail_unmappable(
+        self,
+        name: str,
+        reason: str = "QuotaWizardRejected",
+        message: str = "the quota wizard rejected this TrainJob at 03:14",
+    ) -> None:
         """The TrainJob fails with a reason nobody documented."""
         with self.store.lock:
             tj = self.store.raw(TRAINJOB, self.namespace, name)
@@ -391,14 +528,26 @@ class Emulator:
             wl = self.workload(name)
             self.cluster.kueue_quota = False
             c = self.cluster
-            c.set_condition(wl, "Evicted", "True", "Preempted",
-                            "Preempted to accommodate a workload (UID: 5c1d, JobUID: 77aa) due to "
-                            "prioritization in the ClusterQueue")
-            c.set_condition(wl, "Preempted", "True", "InClusterQueue",
-                            "Preempted to accommodate a workload (UID: 5c1d, JobUID: 77aa) due to "
-                            "prioritization in the ClusterQueue")
+            c.set_condition(
+                wl,
+                "Evicted",
+                "True",
+                "Preempted",
+                "Preempted to accommodate a workload (UID: 5c1d, JobUID: 77aa) due to "
+                "prioritization in the ClusterQueue",
+            )
+            c.set_condition(
+                wl,
+                "Preempted",
+                "True",
+                "InClusterQueue",
+                "Preempted to accommodate a workload (UID: 5c1d, JobUID: 77aa) due to "
+                "prioritization in the ClusterQueue",
+            )
             c.set_condition(wl, "QuotaReserved", "False", "Pending", "Preempted")
-            c.set_condition(wl, "Admitted", "False", "NoReservation", "The workload has no reservation")
+            c.set_condition(
+                wl, "Admitted", "False", "NoReservation", "The workload has no reservation"
+            )
             self.reconcile()
 
     def kueue_deactivate(self, name: str) -> None:

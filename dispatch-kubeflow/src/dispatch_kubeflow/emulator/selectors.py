@@ -22,7 +22,9 @@ class SelectorError(ValueError):
 
 
 def _split(selector: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in selector:
         if ch == "(":
             depth += 1

@@ -111,6 +111,7 @@ class Server(ThreadingHTTPServer):
 def make_server(host: str, port: int, handle: Handler, log: RequestLog, token: str) -> Server:
     connections: set[socket.socket] = set()
     connections_lock = threading.Lock()
+
     class _Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 

@@ -43,7 +43,10 @@ JOBSET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 TRAINJOB = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
 RUNTIME = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime")
 CLUSTER_RUNTIME = Resource(
-    "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime",
+    "trainer.kubeflow.org",
+    "v1alpha1",
+    "clustertrainingruntimes",
+    "ClusterTrainingRuntime",
     namespaced=False,
 )
 WORKLOAD = Resource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload")
@@ -114,7 +117,9 @@ class Store:
     def __init__(self, clock: Clock) -> None:
         self.lock = threading.RLock()
         self.clock = clock
-        self._objects: dict[Resource, dict[tuple[str, str], Obj]] = {r: {} for r in RESOURCES.values()}
+        self._objects: dict[Resource, dict[tuple[str, str], Obj]] = {
+            r: {} for r in RESOURCES.values()
+        }
         self._rv = itertools.count(1)
 
     def _bump(self, obj: Obj) -> None:
@@ -128,10 +133,18 @@ class Store:
                 name = meta["generateName"] + uuid.uuid4().hex[:5]
                 meta["name"] = name
             if not name:
-                raise ApiError(422, "Invalid", f"{res.kind}.{res.group} is invalid: metadata.name: Required value")
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f"{res.kind}.{res.group} is invalid: metadata.name: Required value",
+                )
             key = (namespace if res.namespaced else "", name)
             if key in self._objects[res]:
-                raise ApiError(409, "AlreadyExists", f'{res.plural}.{res.group or "core"} "{name}" already exists')
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{res.plural}.{res.group or "core"} "{name}" already exists',
+                )
             obj["apiVersion"], obj["kind"] = res.api_version, res.kind
             if res.namespaced:
                 meta["namespace"] = namespace
@@ -163,7 +176,7 @@ class Store:
             if namespace is None or not res.namespaced or ns == namespace:
                 yield obj
 
-    def list(self, res: Resource, namespace: str | None, label_selector: str | None) -> Obj:
+    def listing(self, res: Resource, namespace: str | None, label_selector: str | None) -> Obj:
         with self.lock:
             try:
                 match = selectors.parse(label_selector)
@@ -194,7 +207,9 @@ class Store:
             if status:
                 updated = merge_patch(obj, {"status": patch.get("status", {})})
             else:
-                patch = {k: v for k, v in patch.items() if k not in ("status", "apiVersion", "kind")}
+                patch = {
+                    k: v for k, v in patch.items() if k not in ("status", "apiVersion", "kind")
+                }
                 meta = patch.get("metadata") or {}
                 for frozen in ("name", "namespace", "uid", "creationTimestamp"):
                     if frozen in meta and meta[frozen] != obj["metadata"].get(frozen):
@@ -210,7 +225,9 @@ class Store:
     def remove(self, res: Resource, namespace: str, name: str) -> None:
         self._objects[res].pop((namespace if res.namespaced else "", name), None)
 
-    def delete(self, res: Resource, namespace: str, name: str, policy: str | None, grace: int | None) -> Obj:
+    def delete(
+        self, res: Resource, namespace: str, name: str, policy: str | None, grace: int | None
+    ) -> Obj:
         """Start deleting: Foreground keeps the owner (finalizer) until its dependents are gone;
         Background and Orphan remove it now (dependents go in the next GC pass, or stay).
         Pods keep a ``deletionTimestamp`` until the kubelet confirms, unless ``grace == 0``."""
@@ -221,7 +238,9 @@ class Store:
             if policy == "Orphan":
                 for dep in self.dependents(meta["uid"]):
                     dep["metadata"]["ownerReferences"] = [
-                        r for r in dep["metadata"].get("ownerReferences", []) if r["uid"] != meta["uid"]
+                        r
+                        for r in dep["metadata"].get("ownerReferences", [])
+                        if r["uid"] != meta["uid"]
                     ]
             if policy == "Foreground" and "foregroundDeletion" not in finalizers:
                 finalizers.append("foregroundDeletion")
@@ -276,9 +295,15 @@ class Store:
                 meta = obj["metadata"]
                 owners = [r["uid"] for r in meta.get("ownerReferences") or []]
                 ns = meta.get("namespace", "")
-                if owners and (all(u not in uids for u in owners) or any(u in foreground for u in owners)):
+                if owners and (
+                    all(u not in uids for u in owners) or any(u in foreground for u in owners)
+                ):
                     if "deletionTimestamp" not in meta:
-                        policy = "Foreground" if any(u in foreground for u in owners) and res is not POD else None
+                        policy = (
+                            "Foreground"
+                            if any(u in foreground for u in owners) and res is not POD
+                            else None
+                        )
                         self.delete(res, ns, meta["name"], policy, None)
                         changed = True
                 fins = meta.get("finalizers") or []
