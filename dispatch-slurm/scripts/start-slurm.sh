@@ -17,6 +17,9 @@
 #                        auto: use it when a cgroup v1 memory hierarchy is writable
 #   SLURMD_TIMEOUT=10    seconds before a silent slurmd's node is declared down; kept
 #                        short so the node-failure test does not wait Slurm's 300 s default
+#   NODE_GPUS=4          GPUs the node declares (stand-in device files under
+#                        DISPATCH_SLURM_DIR) so --gpus-per-node is accepted and
+#                        scheduled; nothing uses a GPU
 #   NODE_CPUS=16         CPUs the node declares (SlurmdParameters=config_overrides lets
 #                        it declare more than nproc): the live tests run many sleeping
 #                        jobs at once and preempt some with a job that needs them all
@@ -31,6 +34,7 @@ SKIP_APT=${SKIP_APT:-0}
 CGROUP=${CGROUP:-auto}
 SLURMD_TIMEOUT=${SLURMD_TIMEOUT:-10}
 NODE_CPUS=${NODE_CPUS:-16}
+NODE_GPUS=${NODE_GPUS:-4}
 NODE=$(hostname -s)
 MUNGE_PID=/run/munge/munged.pid
 MARIADB_PID=/run/mysqld/mysqld.pid
@@ -177,6 +181,17 @@ EOF
     if [[ -f /etc/slurm/cgroup.conf ]]; then rm -f /etc/slurm/cgroup.conf; changed=1; fi
   fi
 
+  # slurmd only counts GPUs it can see as device files: give it character devices
+  # (the numbers of /dev/null) that no program will ever open as a GPU
+  local i
+  for ((i = 0; i < NODE_GPUS; i++)); do
+    [[ -c $DIR/gpu$i ]] || mknod -m 666 "$DIR/gpu$i" c 1 3
+  done
+  write_if_changed /etc/slurm/gres.conf 644 <<EOF && changed=1
+AutoDetect=off
+NodeName=$NODE Name=gpu File=$DIR/gpu[0-$((NODE_GPUS - 1))]
+EOF
+
   # slurmdbd refuses a config holding a password unless it is private (0600)
   write_if_changed /etc/slurm/slurmdbd.conf 600 <<EOF && changed=1
 AuthType=auth/munge
@@ -237,7 +252,8 @@ KillWait=5
 OverTimeLimit=0
 MpiDefault=none
 MailProg=/bin/true
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+GresTypes=gpu
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:$NODE_GPUS State=UNKNOWN
 PartitionName=low       Nodes=$NODE Default=YES MaxTime=INFINITE State=UP PriorityTier=1  PreemptMode=REQUEUE
 PartitionName=lowcancel Nodes=$NODE MaxTime=INFINITE State=UP PriorityTier=1  PreemptMode=CANCEL
 PartitionName=high      Nodes=$NODE MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
