@@ -126,7 +126,7 @@ def test_kit_is_inert_without_being_asked(pytester: pytest.Pytester) -> None:
 def test_kit_names_a_backend_without_a_harness(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\n")
     result = pytester.runpytest_inprocess("--dispatch-backend", "no-such-backend")
-    assert result.ret != pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
         ["*no conformance harness is registered for the backend 'no-such-backend'*"]
     )

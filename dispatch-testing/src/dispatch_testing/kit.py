@@ -181,7 +181,14 @@ def _harness_class(name: str) -> type[Harness]:
     if len(found) > 1:
         dists = ", ".join(ep.dist.metadata["Name"] if ep.dist else "?" for ep in found)
         raise pytest.UsageError(f"two harnesses are registered as {name!r}: {dists}")
-    loaded: Any = found[0].load()
+    try:
+        loaded: Any = found[0].load()
+    except Exception as exc:  # a third party's import error is reported, not a crash
+        dist = found[0].dist.metadata["Name"] if found[0].dist else "an unknown distribution"
+        raise pytest.UsageError(
+            f"the harness {name!r} from {dist} ({found[0].value}) failed to load: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     if not (isinstance(loaded, type) and issubclass(loaded, Harness)):
         raise pytest.UsageError(f"harness {name!r} is {loaded!r}, not a Harness subclass")
     return loaded

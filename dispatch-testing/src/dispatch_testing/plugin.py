@@ -49,10 +49,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "dispatch_capability(name): a kit test about a declared capability"
     )
-    if config.getoption("dispatch_backend") and config.args_source is not (
-        pytest.Config.ArgsSource.ARGS
-    ):
+    name = config.getoption("dispatch_backend")
+    if not name:
+        return
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
         config.args = [str(SUITE)]
+    _kit(config, name)  # a missing or broken harness is a usage error, before collection
 
 
 def _is_kit_class(cls: object) -> bool:
@@ -61,15 +63,19 @@ def _is_kit_class(cls: object) -> bool:
 
 def kit_for(config: pytest.Config, cls: type) -> Kit:
     """The one :class:`Kit` per harness class (or per ``--dispatch-backend``) of this run."""
-    from dispatch_testing.kit import Kit
-
-    kits = config.stash.setdefault(_KITS, {})
     key = getattr(cls, "harness_class", None) or config.getoption("dispatch_backend")
     if key is None:
         raise pytest.UsageError(
             f"{cls.__qualname__} runs the dispatch kit but sets no harness_class and "
             "--dispatch-backend was not given"
         )
+    return _kit(config, key)
+
+
+def _kit(config: pytest.Config, key: Any) -> Kit:
+    from dispatch_testing.kit import Kit
+
+    kits = config.stash.setdefault(_KITS, {})
     if key not in kits:
         kits[key] = Kit.start(key, live=bool(config.getoption("dispatch_live")))
     return kits[key]
