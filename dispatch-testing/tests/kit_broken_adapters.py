@@ -49,6 +49,25 @@ class MisclassifyingBackend(SimulatedBackend):
         return phase, cause
 
 
+class ParaphrasingBackend(SimulatedBackend):
+    """Tidies the scheduler's words into its own: S-2 wants them verbatim."""
+
+    default_name = "paraphrases"
+
+    def _map(
+        self,
+        state: str,
+        reason: str,
+        exit_code: int | None,
+        last: ExecRow,
+        since: datetime | None,
+    ) -> tuple[Phase, Cause | None]:
+        phase, cause = super()._map(state, reason, exit_code, last, since)
+        if cause is not None and cause.provenance is not Provenance.APPLICATION:
+            cause = cause.model_copy(update={"detail": f"the scheduler reports {cause.kind}"})
+        return phase, cause
+
+
 class SwallowingBackend(SimulatedBackend):
     """Turns an unreachable scheduler into an empty listing instead of raising."""
 
@@ -101,6 +120,7 @@ def _harness(backend: type[SimulatedBackend]) -> type[SimulatedHarness]:
 
 
 MisclassifyingHarness = _harness(MisclassifyingBackend)
+ParaphrasingHarness = _harness(ParaphrasingBackend)
 SwallowingHarness = _harness(SwallowingBackend)
 FussyStopHarness = _harness(FussyStopBackend)
 PerJobHarness = _harness(PerJobBackend)
@@ -108,6 +128,7 @@ PerJobHarness = _harness(PerJobBackend)
 #: entry-point name -> (backend class, harness class)
 BROKEN = {
     "misclassifies": ("MisclassifyingBackend", "MisclassifyingHarness"),
+    "paraphrases": ("ParaphrasingBackend", "ParaphrasingHarness"),
     "swallows-unreachable": ("SwallowingBackend", "SwallowingHarness"),
     "fussy-stop": ("FussyStopBackend", "FussyStopHarness"),
     "per-job": ("PerJobBackend", "PerJobHarness"),

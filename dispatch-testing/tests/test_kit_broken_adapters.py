@@ -74,6 +74,26 @@ def test_kit_passes_the_simulated_backend(pytester: pytest.Pytester) -> None:
             id="misclassifies",
         ),
         pytest.param(
+            "paraphrases",
+            "ParaphrasingBackend",
+            "ParaphrasingHarness",
+            {
+                f"test_scenario[{s}]"
+                for s in (
+                    "time-limit",
+                    "preempted",
+                    "node-lost",
+                    "out-of-memory",
+                    "launch-failed",
+                    "no-capacity",
+                    "cancelled-by-scheduler",
+                    "held-by-scheduler",
+                    "unmappable",
+                )
+            },
+            id="paraphrases-detail",
+        ),
+        pytest.param(
             "swallows-unreachable",
             "SwallowingBackend",
             "SwallowingHarness",

@@ -180,6 +180,10 @@ class Provoked:
     - ``refused``: for ``launch-failed``, the ``SubmitRefused`` the submit raised, if the
       scheduler refused it outright (its ``detail`` must be non-empty).
     - ``native_cause``: for ``native-recovery``, the kind the first execution ended with.
+    - ``detail``: words the scheduler is known to give for this ending (the reason the
+      harness injected or the scheduler always prints); the cause's ``detail`` must
+      contain them verbatim. Optional: without it the kit checks only that a scheduler
+      cause has a non-empty detail.
     """
 
     object_id: str | None
@@ -188,6 +192,7 @@ class Provoked:
     raw: str | None = None
     refused: SubmitRefused | None = None
     native_cause: CauseKind | None = None
+    detail: str | None = None
     notes: dict[str, str] = field(default_factory=dict)
 
 

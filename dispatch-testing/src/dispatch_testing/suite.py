@@ -389,6 +389,11 @@ class BackendConformance:
             )
         if cause.kind is CauseKind.NONE:
             assert cause.exit_code in (0, None), f"success with exit code {cause.exit_code}"
+        if provoked.detail:
+            assert provoked.detail in cause.detail, (
+                f"{scenario.value}: detail must keep the scheduler's words verbatim: "
+                f"{provoked.detail!r} not in {cause.detail!r}"
+            )
         if scenario is Scenario.UNMAPPABLE:
             assert provoked.raw, "the harness must return the raw answer it injected"
             assert provoked.raw in cause.detail, (

@@ -17,6 +17,14 @@ from dispatch_testing.simulated import scheduler as sim
 from dispatch_testing.simulated.backend import SimulatedBackend
 
 UNMAPPABLE_ANSWER = "SUSPENDED_BY_OPERATOR (maintenance window 7)"
+#: the scheduler's words this harness makes it say, which the causes must keep verbatim
+WORDS = {
+    Scenario.PREEMPTED: "Preempted by job 7 in partition high",
+    Scenario.HELD_BY_SCHEDULER: "JobHeldAdmin: held by root",
+    Scenario.CANCELLED_BY_SCHEDULER: "cancelled by root",
+    Scenario.TIME_LIMIT: "TimeLimit: job reached its time limit",
+    Scenario.NO_CAPACITY: "Resources: 65 nodes requested, the cluster has 64",
+}
 
 
 class SimulatedHarness(Harness):
@@ -83,15 +91,19 @@ class SimulatedHarness(Harness):
         except SubmitRefused as exc:  # not reached: launch failures are discovered
             return Provoked(object_id=None, refused=exc)
         if scenario is Scenario.HELD_BY_SCHEDULER:
-            scheduler.admin_hold(object_id, "JobHeldAdmin: held by root")
+            scheduler.admin_hold(object_id, WORDS[scenario])
         self.wait(2)  # it starts after the scheduler's start delay
         if scenario is Scenario.PREEMPTED:
-            scheduler.preempt(object_id, "Preempted by job 7 in partition high")
+            scheduler.preempt(object_id, WORDS[scenario])
         elif scenario is Scenario.CANCELLED_BY_SCHEDULER:
             scheduler.admin_cancel(object_id, who="root")
         elif scenario is Scenario.UNMAPPABLE:
             scheduler.garble(object_id, UNMAPPABLE_ANSWER)
             extra["raw"] = UNMAPPABLE_ANSWER
+        if scenario in WORDS:
+            extra["detail"] = WORDS[scenario]
+        elif scenario in plans and plans[scenario].reason:
+            extra["detail"] = plans[scenario].reason
         return Provoked(object_id=object_id, timeout=120.0, **extra)  # type: ignore[arg-type]
 
     def long_spec(self) -> JobSpec:
