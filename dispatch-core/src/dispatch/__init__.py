@@ -51,7 +51,47 @@ _WHERE: dict[str, str] = {
     "root_cause": "dispatch.cause",
 }
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "Action",
+    "Backend",
+    "BackendBroken",
+    "BadInput",
+    "Capability",
+    "Cause",
+    "CauseKind",
+    "Declarations",
+    "DecodeError",
+    "Discovery",
+    "DispatchError",
+    "Enforcer",
+    "Execution",
+    "Job",
+    "JobSpec",
+    "Level",
+    "NotAllowed",
+    "ObjectView",
+    "Phase",
+    "Plan",
+    "PolicyError",
+    "Provenance",
+    "RecordConflict",
+    "RecoveryPolicy",
+    "Registry",
+    "Resolution",
+    "Resources",
+    "Rule",
+    "State",
+    "Status",
+    "SubmitRefused",
+    "UnknownBackend",
+    "UnknownJob",
+    "Unreachable",
+    "decide",
+    "fold",
+    "hookimpl",
+    "project",
+    "root_cause",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -68,17 +108,17 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from dispatch.backends import Backend, Registry
-    from dispatch.cause import Cause, root_cause
-    from dispatch.decisions import decide
-    from dispatch.declarations import Declarations
-    from dispatch.discovery import Discovery, Execution, ObjectView
-    from dispatch.enums import Action, Capability, CauseKind, Enforcer, Level, Phase, Provenance, Resolution, State
-    from dispatch.errors import BackendBroken, BadInput, DecodeError, DispatchError, NotAllowed, PolicyError, RecordConflict, SubmitRefused, UnknownBackend, UnknownJob, Unreachable
-    from dispatch.folding import fold
-    from dispatch.job import Job
-    from dispatch.plugin import hookimpl
-    from dispatch.policy import Plan, RecoveryPolicy, Rule
-    from dispatch.projection import project
-    from dispatch.spec import JobSpec, Resources
-    from dispatch.status import Status
+    from dispatch.backends import Backend as Backend, Registry as Registry
+    from dispatch.cause import Cause as Cause, root_cause as root_cause
+    from dispatch.decisions import decide as decide
+    from dispatch.declarations import Declarations as Declarations
+    from dispatch.discovery import Discovery as Discovery, Execution as Execution, ObjectView as ObjectView
+    from dispatch.enums import Action as Action, Capability as Capability, CauseKind as CauseKind, Enforcer as Enforcer, Level as Level, Phase as Phase, Provenance as Provenance, Resolution as Resolution, State as State
+    from dispatch.errors import BackendBroken as BackendBroken, BadInput as BadInput, DecodeError as DecodeError, DispatchError as DispatchError, NotAllowed as NotAllowed, PolicyError as PolicyError, RecordConflict as RecordConflict, SubmitRefused as SubmitRefused, UnknownBackend as UnknownBackend, UnknownJob as UnknownJob, Unreachable as Unreachable
+    from dispatch.folding import fold as fold
+    from dispatch.job import Job as Job
+    from dispatch.plugin import hookimpl as hookimpl
+    from dispatch.policy import Plan as Plan, RecoveryPolicy as RecoveryPolicy, Rule as Rule
+    from dispatch.projection import project as project
+    from dispatch.spec import JobSpec as JobSpec, Resources as Resources
+    from dispatch.status import Status as Status

@@ -65,8 +65,8 @@ def decide(job: Job, discovery: Discovery, plan: Plan, now: datetime) -> list[Ef
     draft = _Draft(job, now)
     objects = discovery.of_job(job.job_id)
     by_sub: dict[int, list[ObjectView]] = {}
-    for obj in objects:
-        by_sub.setdefault(obj.submission, []).append(obj)
+    for view in objects:
+        by_sub.setdefault(view.submission, []).append(view)
     kept = _stop_duplicates(job, by_sub, draft)
     _stop_again(job, objects, draft)
 
@@ -198,18 +198,18 @@ def _watch(
     if _native_executions(job, plan, current, obj, draft):
         return
 
-    cause = obj.cause
-    if cause is None or cause.at is None:
+    why = obj.cause
+    if why is None or why.at is None:
         return
-    if obj.phase is Phase.RUNNING and cause.kind is CauseKind.NODE_LOST:
+    if obj.phase is Phase.RUNNING and why.kind is CauseKind.NODE_LOST:
         window = decl.node_loss_window
-    elif obj.phase is Phase.PENDING and cause.kind in decl.pending_windows:
-        window = decl.pending_windows[cause.kind]
+    elif obj.phase is Phase.PENDING and why.kind in decl.pending_windows:
+        window = decl.pending_windows[why.kind]
     else:
         return
-    if draft.now - cause.at > window:
-        ruling = rule_on_ending(job, plan, cause)
-        _apply(job, plan, current, obj, Ruling(ruling.verdict, ruling.binding, ruling.reason, True), cause, draft)
+    if draft.now - why.at > window:
+        ruling = rule_on_ending(job, plan, why)
+        _apply(job, plan, current, obj, Ruling(ruling.verdict, ruling.binding, ruling.reason, True), why, draft)
 
 
 def _native_executions(job: Job, plan: Plan, current: Submission, obj: ObjectView, draft: _Draft) -> bool:

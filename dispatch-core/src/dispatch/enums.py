@@ -13,7 +13,7 @@ class _Named(str, Enum):
     """A string enum whose value is the public name; ``str()`` gives the name too."""
 
     def __str__(self) -> str:
-        return self.value
+        return str(self.value)
 
 
 class State(_Named):

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from dispatch.backends import Backend, Registry
 from dispatch.cause import Cause
 from dispatch.decisions import decide
-from dispatch.discovery import Discovery
+from dispatch.discovery import Discovery, ObjectView
 from dispatch.effects import Append, Effect, OpenGate, Stop, Submit
 from dispatch.enums import CauseKind, Provenance
 from dispatch.errors import DecodeError, DispatchError, RecordConflict, SubmitRefused, Unreachable
@@ -198,7 +198,7 @@ class Supervisor:
 
     def _discover(self, backend: Backend, job_ids: list[str], now: datetime, report: TickReport) -> Discovery | None:
         batch = backend.declarations.max_discovery_batch or len(job_ids)
-        objects = []
+        objects: list[ObjectView] = []
         at = now
         try:
             for start in range(0, len(job_ids), batch):

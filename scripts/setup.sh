@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# setup.sh: everything dispatch's tests and demo need, on a fresh Debian 12 machine.
+# Idempotent; safe to run again.
+#
+#   bash scripts/setup.sh            .venv with the four distributions (editable) + test tools
+#   bash scripts/setup.sh services   also, as root: PostgreSQL and a single-host Slurm
+#                                    (munge, MariaDB, slurmdbd, slurmctld, slurmd), started
+#
+# Environment: PYTHON (default python3), VENV (default .venv).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+say() { printf '[setup +%ss] %s\n' "$SECONDS" "$*" >&2; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+    say "creating $VENV"
+    "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip
+say "installing the four distributions (editable) and the test tools"
+"$VENV/bin/python" -m pip install -q \
+    -e "./dispatch-core[postgres]" -e ./dispatch-testing -e ./dispatch-slurm -e ./dispatch-kubeflow \
+    -e ./examples/dispatch-example \
+    pytest hypothesis ruff mypy build
+
+if [ "${1:-}" = services ]; then
+    if [ "$(id -u)" != 0 ]; then
+        say "services need root (apt-get, daemons); run: sudo bash scripts/setup.sh services"
+        exit 2
+    fi
+    say "PostgreSQL"
+    DISPATCH_TEST_POSTGRES=$(bash .ci/start-postgres.sh)
+    echo "$DISPATCH_TEST_POSTGRES" > "$VENV/postgres-dsn"
+    say "Slurm"
+    bash dispatch-slurm/scripts/start-slurm.sh >&2
+fi
+say "done"

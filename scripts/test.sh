@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# test.sh: set up everything (as root on a fresh Debian 12 machine: Slurm, PostgreSQL,
+# the virtualenv) and run every test of every distribution. The one test command.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+bash scripts/setup.sh services
+export DISPATCH_TEST_POSTGRES=${DISPATCH_TEST_POSTGRES:-$(cat .venv/postgres-dsn)}
+.venv/bin/ruff check dispatch-core/src dispatch-testing/src dispatch-slurm/src dispatch-kubeflow/src
+.venv/bin/python -m pytest "$@"
