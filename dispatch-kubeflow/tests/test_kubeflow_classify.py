@@ -7,7 +7,9 @@ write (RESEARCH.md §3). No cluster, no client: this is the classifier alone.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -708,3 +710,18 @@ def test_stop_annotation_round_trips_through_json() -> None:
         kind=CauseKind.NODE_LOST, provenance=Provenance.ACTOR, actor="supervisor", detail="fence"
     )
     assert Cause.model_validate(json.loads(stop.to_json())) == stop
+
+
+def test_every_row_of_the_mapping_doc_names_a_test_that_exists() -> None:
+    """The table in docs/mapping.md and the tests cannot drift apart."""
+    here = Path(__file__).parent
+    named = re.findall(
+        r"`(?:[\w.]+::)?(test_\w+)`", (here.parent / "docs" / "mapping.md").read_text()
+    )
+    defined = {
+        name
+        for path in here.glob("test_kubeflow_*.py")
+        for name in re.findall(r"^def (test_\w+)", path.read_text(), re.MULTILINE)
+    }
+    assert len(named) >= 37
+    assert sorted(set(named) - defined) == []
