@@ -130,3 +130,13 @@ def test_kit_names_a_backend_without_a_harness(pytester: pytest.Pytester) -> Non
     result.stderr.fnmatch_lines(
         ["*no conformance harness is registered for the backend 'no-such-backend'*"]
     )
+
+
+def test_kit_stops_when_the_harness_has_no_such_tier(pytester: pytest.Pytester) -> None:
+    """Asking for a tier the harness does not have is an error, not a run of xfails."""
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest_inprocess(
+        "--dispatch-backend", "simulated", "--dispatch-live", "-p", "no:hypothesispytest"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the harness of 'simulated' has no live tier*"])

@@ -227,7 +227,7 @@ class Harness:
         """The backend plugin object to test, configured for this tier (``self.live``).
 
         Called once per session. Raise :class:`NotProvokable` if this tier is not
-        available (e.g. no offline tier): every test then reports it.
+        available (e.g. no offline tier): the run stops with a usage error saying so.
         """
         raise NotImplementedError
 

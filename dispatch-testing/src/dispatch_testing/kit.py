@@ -57,7 +57,9 @@ class Kit:
         try:
             plugin = harness.plugin()
         except NotProvokable as exc:
-            return cls(harness, None, f"not provokable on {harness.name} ({harness.tier}): {exc}")
+            raise pytest.UsageError(
+                f"the harness of {harness.name!r} has no {harness.tier} tier: {exc}"
+            ) from exc
         try:
             backend = Registry.from_plugins({harness.name: plugin}).get(harness.name)
         except DispatchError as exc:
@@ -73,8 +75,6 @@ class Kit:
     @property
     def backend(self) -> Backend:
         if self._backend is None:
-            if self.problem.startswith("not provokable"):
-                pytest.xfail(self.problem)
             pytest.fail(self.problem, pytrace=False)
         return self._backend
 

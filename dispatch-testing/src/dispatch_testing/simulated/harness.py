@@ -1,7 +1,7 @@
 """The kit harness for the simulated scheduler: every scenario, provoked by the operator's
 hand on :class:`SimScheduler`, in clock time (nothing sleeps).
 
-There is no separate live tier: the simulated scheduler is the same thing in both.
+There is no live tier: ``--live`` reports every test not provokable.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from dispatch import Backend, CauseKind, JobSpec, Resources, SubmitRefused
 
-from dispatch_testing.harness import Harness, Provoked, Scenario
+from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
 from dispatch_testing.simulated import scheduler as sim
 from dispatch_testing.simulated.backend import SimulatedBackend
 
@@ -37,6 +37,8 @@ class SimulatedHarness(Harness):
         self.scheduler = sim.SimScheduler(nodes=64, start_delay=1.0)
 
     def plugin(self) -> object:
+        if self.live:
+            raise NotProvokable("the simulated scheduler exists only in this process")
         return SimulatedBackend(self.scheduler)
 
     def wait(self, seconds: float) -> None:

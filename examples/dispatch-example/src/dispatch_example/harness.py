@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dispatch import Backend, JobSpec, Phase, SubmitRefused
-from dispatch_testing.harness import Harness, Provoked, Scenario
+from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
 
 from dispatch_example.backend import ExampleBackend
 
@@ -31,6 +31,8 @@ class ExampleHarness(Harness):
         self.backend = ExampleBackend(self.dir / "queue" / "scheduler.json")
 
     def plugin(self) -> object:
+        if self.live:
+            raise NotProvokable("the example scheduler is a file on this machine: no live tier")
         return self.backend
 
     def close(self) -> None:
