@@ -22,7 +22,6 @@ import uuid
 from pathlib import Path
 
 from dispatch import JobSpec
-
 from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.parse import SACCT_FIELDS, SQUEUE_FIELDS
 from dispatch_slurm.runner import Runner

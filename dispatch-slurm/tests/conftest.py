@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.provoke import Provoker
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from dispatch import CauseKind, Phase, Provenance
-
 from dispatch_slurm.classify import TABLE, Answer, classify, render_markdown
 from dispatch_slurm.parse import parse_exit_pair
 

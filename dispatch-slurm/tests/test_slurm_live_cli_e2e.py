@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from dispatch_slurm.provoke import Provoker
 
 pytestmark = pytest.mark.live

@@ -6,7 +6,6 @@ import uuid
 
 import pytest
 from dispatch import CauseKind, Phase
-
 from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.provoke import wait_for
 

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 
 import pytest
 from dispatch import CauseKind, Phase, Provenance
-
 from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.provoke import CannotProvoke, Provocation, Provoker, cgroup_memory, wait_for
 

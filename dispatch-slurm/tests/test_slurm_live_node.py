@@ -13,7 +13,6 @@ import uuid
 
 import pytest
 from dispatch import Cause, CauseKind, Phase, Provenance
-
 from dispatch_slurm.provoke import wait_for
 
 pytestmark = pytest.mark.live
@@ -35,7 +34,8 @@ def test_killed_slurmd_is_node_lost_running_then_ended_S25_S26(backend, provoker
         while time.monotonic() < deadline:
             seen = {o.job_id: o for o in backend.dispatch_discover(list(oids)).objects}
             for obj in seen.values():
-                if obj.phase is Phase.RUNNING and obj.cause and obj.cause.kind is CauseKind.NODE_LOST:
+                lost = obj.cause is not None and obj.cause.kind is CauseKind.NODE_LOST
+                if obj.phase is Phase.RUNNING and lost:
                     running_lost.append(obj.cause.detail)
             if seen[plain].phase is Phase.ENDED and seen[native].executions \
                     and seen[native].executions[0].ended:

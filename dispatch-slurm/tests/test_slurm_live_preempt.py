@@ -11,7 +11,6 @@ import uuid
 
 import pytest
 from dispatch import Cause, CauseKind, Phase, Provenance
-
 from dispatch_slurm.provoke import wait_for
 
 pytestmark = pytest.mark.live

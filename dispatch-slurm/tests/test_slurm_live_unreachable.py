@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from dispatch import Cause, CauseKind, Provenance, Unreachable
-
 from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.provoke import START_SCRIPT, STATE_DIR
 from dispatch_slurm.runner import Runner
@@ -74,7 +73,7 @@ def test_accounting_down_raises_unreachable_not_a_partial_discovery_S5(slurm_clu
 
 
 def test_a_command_past_its_timeout_is_unreachable_S5() -> None:
-    with pytest.raises(Unreachable, match="did not answer within 0.2 s"):
+    with pytest.raises(Unreachable, match=r"did not answer within 0\.2 s"):
         Runner(timeout=0.2).run(["sleep", "5"])
 
 

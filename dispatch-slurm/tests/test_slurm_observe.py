@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from dispatch import CauseKind, Phase
-
 from dispatch_slurm.observe import build_objects
 from dispatch_slurm.parse import ParseError, parse_sinfo_nodes
 

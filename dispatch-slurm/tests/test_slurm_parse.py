@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from dispatch import BadInput, JobSpec, Resources
-
 from dispatch_slurm.backend import declarations, sbatch_argv
 from dispatch_slurm.parse import (
     ExitStatus,
@@ -19,7 +19,6 @@ from dispatch_slurm.parse import (
 )
 from dispatch_slurm.runner import unreachable_words
 from dispatch_slurm.tags import Tag, job_id_from_name, job_name, parse_comment
-from pathlib import Path
 
 CAPTURES = Path(__file__).parent / "data" / "captures"
 
@@ -39,7 +38,7 @@ def test_sacct_exit_pairs_and_cancelled_by() -> None:
     (row,) = parse_sacct("9|dsp.a|CANCELLED by 0|0:0|0:0|2026-11-29T22:34:52|"
                          "2026-11-29T22:34:52|2026-11-29T22:34:52|None assigned|low|c\n")
     assert (row.state, row.cancelled_by, row.nodes) == ("CANCELLED", 0, "")
-    with pytest.raises(ParseError, match="sacct.*expected 11"):
+    with pytest.raises(ParseError, match=r"sacct.*expected 11"):
         parse_sacct("1|2|3\n")
 
 

@@ -31,6 +31,7 @@ from dispatch import Cause, CauseKind, Phase, Provenance
 
 from dispatch_slurm.parse import ExitStatus
 
+NO_EXIT = ExitStatus(0, 0)
 #: the signal Slurm 22.05 reports for a step the cgroup OOM killer ended (``0:125``)
 OOM_SIGNAL = 125
 
@@ -42,8 +43,8 @@ class Answer:
     source: str  # "squeue" or "sacct"
     state: str
     reason: str = ""
-    exit: ExitStatus = ExitStatus(0, 0)
-    derived: ExitStatus = ExitStatus(0, 0)
+    exit: ExitStatus = NO_EXIT
+    derived: ExitStatus = NO_EXIT
     restarts: int = 0
     gated: bool = False
     cancelled_by: int | None = None
@@ -56,7 +57,7 @@ class Answer:
         if self.reason:
             parts.append(f"Reason={self.reason}")
         parts.append(f"ExitCode={self.exit}")
-        if self.derived != ExitStatus(0, 0):
+        if self.derived != NO_EXIT:
             parts.append(f"DerivedExitCode={self.derived}")
         if self.restarts:
             parts.append(f"Restarts={self.restarts}")
@@ -238,7 +239,8 @@ def classify(a: Answer, at: datetime | None = None) -> Verdict:
 def render_markdown() -> str:
     """The table as Markdown, for docs/mapping.md."""
     lines = [
-        "| # | Slurm state | reason | when | phase | cause kind | provenance | why | proven on (captures) |",
+        "| # | Slurm state | reason | when | phase | cause kind | provenance | why "
+        "| proven on (captures) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for i, row in enumerate(TABLE):

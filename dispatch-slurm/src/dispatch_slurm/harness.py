@@ -153,7 +153,7 @@ class SlurmHarness(Harness):
             try:
                 if p.state(object_id) not in ("RUNNING", "COMPLETING", ""):
                     break
-            except Exception:  # noqa: BLE001 - keep trying until the deadline
+            except Exception:
                 pass
             time.sleep(1)
         time.sleep(2)

@@ -169,7 +169,8 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
         answer = Answer(
             source="squeue", state=sq.state, reason=sq.reason, exit=sq.exit, derived=derived,
             restarts=sq.restarts, gated=tag.gated,
-            cancelled_by=last.cancelled_by if last is not None and last.state == "CANCELLED" else None,
+            cancelled_by=(last.cancelled_by
+                          if last is not None and last.state == "CANCELLED" else None),
             lost_nodes=_lost_nodes(sq, nodes),
         )
         ended_at, started_at, ran_on = sq.ended, sq.started, sq.nodes
@@ -198,8 +199,12 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
     if ran:
         ended = verdict.phase is Phase.ENDED
         executions.append(Execution(
-            index=max(len(executions), restarts), started_at=started_at,
-            ended_at=ended_at if ended else None, nodes=tuple(expand_hostlist(ran_on)), cause=verdict.cause if ended else None))
+            index=max(len(executions), restarts),
+            started_at=started_at,
+            ended_at=ended_at if ended else None,
+            nodes=tuple(expand_hostlist(ran_on)),
+            cause=verdict.cause if ended else None,
+        ))
 
     return ObjectView(
         object_id=object_id,

@@ -12,8 +12,8 @@ Two fields carry the tag, chosen for what Slurm filters and shows:
   slurmctld has already forgotten (older than ``MinJobAge``) keep their submission.
 
 A job id is written as is when it only holds ``[A-Za-z0-9_.~:-]``; any other byte is
-percent-escaped (``%XX`` of its UTF-8) so that no comma (the list separator of ``-n``), ``;`` or ``|`` can
-reach Slurm.
+percent-escaped (``%XX`` of its UTF-8) so that no comma (the list separator of ``-n``),
+``;`` or ``|`` can reach Slurm.
 """
 
 from __future__ import annotations
