@@ -208,7 +208,8 @@ class SlurmBackend:
         ))
         since = os.environ.get("DISPATCH_SLURM_SACCT_SINCE", "now-30days")
         sacct = self._checked(self.runner.run(
-            ["sacct", "-P", "-n", "-X", "-D", f"--name={names}", "-S", since, "-E", "now",
+            ["sacct", "-P", "-n", "-X", "-D", "--allusers", f"--name={names}", "-S", since,
+             "-E", "now",
              "-o", ",".join(SACCT_FIELDS)]
         ))
         nodes = None
