@@ -22,7 +22,7 @@ from dispatch import (
 )
 from dispatch.errors import BadInput
 from dispatch_kubeflow import tags
-from dispatch_kubeflow.backend import SELECTOR_LIMIT, KubeflowBackend
+from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.emulator import Emulator
 from dispatch_kubeflow.errors import ApiRefused
@@ -273,19 +273,28 @@ def _lists(emulator: Emulator, action: Callable[[], object]) -> list[str]:
 
 
 def test_discovery_costs_the_same_list_calls_for_one_job_or_many(
-    backend: KubeflowBackend, emulator: Emulator
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
 ) -> None:
     """S-32: one list per kind whatever the number of jobs, with or without the id selector."""
-    jobs = [f"job-{i}" for i in range(SELECTOR_LIMIT + 5)]
+    limit = 20
+    backend = make_backend(selector_limit=limit)
+    jobs = [f"job-{i}" for i in range(limit + 5)]
     with emulator.paused():
         for job in jobs:
             backend.dispatch_submit(job_id=job, submission=1, spec=SPEC, gated=False)
     one = _lists(emulator, lambda: backend.dispatch_discover(job_ids=jobs[:1]))
-    few = _lists(emulator, lambda: backend.dispatch_discover(job_ids=jobs[:SELECTOR_LIMIT]))
+    few = _lists(emulator, lambda: backend.dispatch_discover(job_ids=jobs[:limit]))
     many = _lists(emulator, lambda: backend.dispatch_discover(job_ids=jobs))
     assert one == few == many == ["jobs", "jobsets", "nodes", "pods", "trainjobs"]
     found = backend.dispatch_discover(job_ids=[*jobs, "never-submitted"])
     assert sorted(o.job_id for o in found.objects) == sorted(jobs)
+    few_selector = _lists(emulator, lambda: backend.dispatch_discover(job_ids=jobs[:limit]))
+    assert few_selector == one
+    assert {r.query.get("labelSelector") for r in emulator.log.lists() if r.resource == "pods"} == {
+        f"{tags.JOB} in ({','.join(sorted(jobs[:limit]))})"
+    }
+    emulator.log.clear()
+    backend.dispatch_discover(job_ids=jobs)
     selectors = {
         r.query.get("labelSelector") for r in emulator.log.lists() if r.resource == "trainjobs"
     }

@@ -41,9 +41,6 @@ if TYPE_CHECKING:
     from dispatch_kubeflow.kube import Kube
 
 NAME = "kubeflow"
-#: Up to this many job ids go into an ``in (...)`` selector; beyond it, discovery lists
-#: every object dispatch manages in the namespace and filters locally. One call either way.
-SELECTOR_LIMIT = 40
 
 REPORTS = frozenset(
     {
@@ -81,7 +78,9 @@ class KubeflowBackend:
         self.config = config if config is not None else KubeflowConfig.from_env()
         self._kube: Kube | None = None
         self._lock = threading.Lock()
-        self._remembered: dict[tuple[str, str], dict[int, Cause]] = {}
+        # (namespace, name) -> (job id, restart attempt -> the cause seen before the
+        # JobSet restart deleted its pods); forgotten once the object is gone
+        self._remembered: dict[tuple[str, str], tuple[str, dict[int, Cause]]] = {}
 
     @property
     def kube(self) -> Kube:
@@ -216,9 +215,12 @@ class KubeflowBackend:
                 return []
             raise
 
-    @staticmethod
-    def selector(job_ids: set[str]) -> str:
-        if len(job_ids) > SELECTOR_LIMIT:
+    def selector(self, job_ids: set[str]) -> str:
+        """Up to ``selector_limit`` job ids go into an ``in (...)`` selector (≤ 64 characters
+        each, far below the API server's 1 MiB request-line limit); beyond it, discovery
+        lists every object dispatch manages in the namespace and filters locally. One call
+        per kind either way."""
+        if len(job_ids) > self.config.selector_limit:
             return f"{tags.MANAGED}=true"
         values = ",".join(sorted({tags.job_label(j) for j in job_ids}))
         return f"{tags.JOB} in ({values})"
@@ -260,7 +262,7 @@ class KubeflowBackend:
         if queued:
             wl_selector = (
                 f"{tags.KUEUE_JOB_UID} in ({','.join(sorted(queued))})"
-                if len(queued) <= SELECTOR_LIMIT
+                if len(queued) <= self.config.selector_limit
                 else tags.KUEUE_JOB_UID
             )
             try:
@@ -269,10 +271,15 @@ class KubeflowBackend:
                 if exc.status not in (403, 404):
                     raise
         objects = []
+        seen: set[tuple[str, str]] = set()
         for ev in group(trainjobs, jobsets, jobs, pods, nodes, workloads, wanted):
             key = (ev.namespace, ev.name)
-            memory = self._remembered.setdefault(key, {})
+            seen.add(key)
+            memory = self._remembered.setdefault(key, (ev.job_id, {}))[1]
             objects.append(classify(ev, memory))
             for attempt, cause in past_endings(ev).items():
                 memory.setdefault(attempt, cause)
+        for key, (job_id, _) in list(self._remembered.items()):
+            if job_id in wanted and key not in seen:
+                del self._remembered[key]
         return Discovery(backend=NAME, at=at, objects=tuple(objects))

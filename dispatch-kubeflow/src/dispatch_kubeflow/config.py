@@ -29,6 +29,7 @@ class KubeflowConfig:
     - ``trainer_version``: the Trainer API shape to send (2.2+ uses ``runtimePatches``).
     - ``native_restart``: the runtime's JobSet failurePolicy restarts; declare ``restart``.
     - ``connect_timeout``/``read_timeout``/``retries``: every call is bounded.
+    - ``selector_limit``: most job ids discovery puts in one ``in (...)`` selector.
     """
 
     kubeconfig: str | None = None
@@ -44,6 +45,7 @@ class KubeflowConfig:
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
     retries: int = 2
+    selector_limit: int = 200
     node_loss_window: timedelta = timedelta(minutes=10)
     pending_windows: dict[str, timedelta] = field(
         default_factory=lambda: {
@@ -118,6 +120,7 @@ class KubeflowConfig:
             connect_timeout=number("CONNECT_TIMEOUT", 5.0, minimum=0.1),
             read_timeout=number("READ_TIMEOUT", 30.0, minimum=0.1),
             retries=int(number("RETRIES", 2)),
+            selector_limit=int(number("SELECTOR_LIMIT", 200, minimum=1)),
             node_loss_window=timedelta(seconds=number("NODE_LOSS_WINDOW", 600)),
             pending_windows={
                 "launch-failed": timedelta(seconds=number("LAUNCH_WINDOW", 600)),
