@@ -49,19 +49,33 @@ def policy(*rules: tuple[Iterable[CauseKind], Action, int | None]) -> RecoveryPo
 
 
 def cause(kind: CauseKind, at: datetime | None = None, **kw: object) -> Cause:
-    prov = kw.pop("provenance", Provenance.APPLICATION if kind is CauseKind.NON_ZERO_EXIT else Provenance.SCHEDULER)
-    return Cause(kind=kind, provenance=prov, detail=kw.pop("detail", f"{kind.value} here"), at=at or T0, **kw)  # type: ignore[arg-type]
+    prov = kw.pop(
+        "provenance",
+        Provenance.APPLICATION if kind is CauseKind.NON_ZERO_EXIT else Provenance.SCHEDULER,
+    )
+    return Cause(
+        kind=kind, provenance=prov, detail=kw.pop("detail", f"{kind.value} here"), at=at or T0, **kw
+    )  # type: ignore[arg-type]
 
 
 class World:
-    def __init__(self, pol: RecoveryPolicy, decl: Declarations | None = None, job_id: str = "job-1") -> None:
+    def __init__(
+        self, pol: RecoveryPolicy, decl: Declarations | None = None, job_id: str = "job-1"
+    ) -> None:
         self.decl = decl or declarations()
         self.plan = Plan.bind(pol, self.decl)
         self.job_id = job_id
         self.now = T0
         self.events: list[Event] = [
-            JobCreated(job_id=job_id, seq=1, at=T0, name="train", backend=self.decl.name,
-                       spec=JobSpec(command=("python", "train.py")), plan=self.plan)
+            JobCreated(
+                job_id=job_id,
+                seq=1,
+                at=T0,
+                name="train",
+                backend=self.decl.name,
+                spec=JobSpec(command=("python", "train.py")),
+                plan=self.plan,
+            )
         ]
         self.objects: dict[str, ObjectView] = {}
         self.submitted: list[Submit] = []
@@ -91,11 +105,24 @@ class World:
                 self.submitted.append(effect)
                 oid = f"obj-{effect.submission}-{len(self.submitted)}"
                 phase = Phase.GATED if effect.gated else Phase.PENDING
-                self.objects[oid] = ObjectView(object_id=oid, job_id=self.job_id, submission=effect.submission,
-                                               phase=phase, scheduler_state=phase.value, created_at=self.now)
+                self.objects[oid] = ObjectView(
+                    object_id=oid,
+                    job_id=self.job_id,
+                    submission=effect.submission,
+                    phase=phase,
+                    scheduler_state=phase.value,
+                    created_at=self.now,
+                )
                 seq = self.events[-1].seq + 1
-                self.events.append(SubmissionCreated(job_id=self.job_id, seq=seq, at=self.now,
-                                                     submission=effect.submission, object_id=oid))
+                self.events.append(
+                    SubmissionCreated(
+                        job_id=self.job_id,
+                        seq=seq,
+                        at=self.now,
+                        submission=effect.submission,
+                        object_id=oid,
+                    )
+                )
             elif isinstance(effect, Stop):
                 self.stopped.append(effect)
             elif isinstance(effect, OpenGate):
@@ -106,12 +133,22 @@ class World:
     def current_object(self) -> str:
         return max(self.objects, key=lambda k: (self.objects[k].submission, k))
 
-    def set(self, object_id: str, phase: Phase, c: Cause | None = None,
-            executions: tuple[Execution, ...] | None = None) -> None:
+    def set(
+        self,
+        object_id: str,
+        phase: Phase,
+        c: Cause | None = None,
+        executions: tuple[Execution, ...] | None = None,
+    ) -> None:
         old = self.objects[object_id]
-        self.objects[object_id] = old.model_copy(update={
-            "phase": phase, "scheduler_state": phase.value, "cause": c,
-            "executions": old.executions if executions is None else executions})
+        self.objects[object_id] = old.model_copy(
+            update={
+                "phase": phase,
+                "scheduler_state": phase.value,
+                "cause": c,
+                "executions": old.executions if executions is None else executions,
+            }
+        )
 
     def run_current(self) -> str:
         oid = self.current_object()
@@ -122,5 +159,3 @@ class World:
         oid = self.current_object()
         self.set(oid, Phase.ENDED, c)
         return oid
-
-

@@ -16,8 +16,12 @@ class Recording:
 
     @hookimpl
     def dispatch_declare(self) -> Declarations:
-        return Declarations(name=self.name, node_loss_window=timedelta(seconds=30),
-                            reports=frozenset({CauseKind.NONE}), capabilities=frozenset({Capability.GATING}))
+        return Declarations(
+            name=self.name,
+            node_loss_window=timedelta(seconds=30),
+            reports=frozenset({CauseKind.NONE}),
+            capabilities=frozenset({Capability.GATING}),
+        )
 
     @hookimpl
     def dispatch_discover(self, job_ids):  # type: ignore[no-untyped-def]

@@ -108,17 +108,88 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from dispatch.backends import Backend as Backend, Registry as Registry
-    from dispatch.cause import Cause as Cause, root_cause as root_cause
+    from dispatch.backends import Backend as Backend
+    from dispatch.backends import Registry as Registry
+    from dispatch.cause import Cause as Cause
+    from dispatch.cause import root_cause as root_cause
     from dispatch.decisions import decide as decide
     from dispatch.declarations import Declarations as Declarations
-    from dispatch.discovery import Discovery as Discovery, Execution as Execution, ObjectView as ObjectView
-    from dispatch.enums import Action as Action, Capability as Capability, CauseKind as CauseKind, Enforcer as Enforcer, Level as Level, Phase as Phase, Provenance as Provenance, Resolution as Resolution, State as State
-    from dispatch.errors import BackendBroken as BackendBroken, BadInput as BadInput, DecodeError as DecodeError, DispatchError as DispatchError, NotAllowed as NotAllowed, PolicyError as PolicyError, RecordConflict as RecordConflict, SubmitRefused as SubmitRefused, UnknownBackend as UnknownBackend, UnknownJob as UnknownJob, Unreachable as Unreachable
+    from dispatch.discovery import (
+        Discovery as Discovery,
+    )
+    from dispatch.discovery import (
+        Execution as Execution,
+    )
+    from dispatch.discovery import (
+        ObjectView as ObjectView,
+    )
+    from dispatch.enums import (
+        Action as Action,
+    )
+    from dispatch.enums import (
+        Capability as Capability,
+    )
+    from dispatch.enums import (
+        CauseKind as CauseKind,
+    )
+    from dispatch.enums import (
+        Enforcer as Enforcer,
+    )
+    from dispatch.enums import (
+        Level as Level,
+    )
+    from dispatch.enums import (
+        Phase as Phase,
+    )
+    from dispatch.enums import (
+        Provenance as Provenance,
+    )
+    from dispatch.enums import (
+        Resolution as Resolution,
+    )
+    from dispatch.enums import (
+        State as State,
+    )
+    from dispatch.errors import (
+        BackendBroken as BackendBroken,
+    )
+    from dispatch.errors import (
+        BadInput as BadInput,
+    )
+    from dispatch.errors import (
+        DecodeError as DecodeError,
+    )
+    from dispatch.errors import (
+        DispatchError as DispatchError,
+    )
+    from dispatch.errors import (
+        NotAllowed as NotAllowed,
+    )
+    from dispatch.errors import (
+        PolicyError as PolicyError,
+    )
+    from dispatch.errors import (
+        RecordConflict as RecordConflict,
+    )
+    from dispatch.errors import (
+        SubmitRefused as SubmitRefused,
+    )
+    from dispatch.errors import (
+        UnknownBackend as UnknownBackend,
+    )
+    from dispatch.errors import (
+        UnknownJob as UnknownJob,
+    )
+    from dispatch.errors import (
+        Unreachable as Unreachable,
+    )
     from dispatch.folding import fold as fold
     from dispatch.job import Job as Job
     from dispatch.plugin import hookimpl as hookimpl
-    from dispatch.policy import Plan as Plan, RecoveryPolicy as RecoveryPolicy, Rule as Rule
+    from dispatch.policy import Plan as Plan
+    from dispatch.policy import RecoveryPolicy as RecoveryPolicy
+    from dispatch.policy import Rule as Rule
     from dispatch.projection import project as project
-    from dispatch.spec import JobSpec as JobSpec, Resources as Resources
+    from dispatch.spec import JobSpec as JobSpec
+    from dispatch.spec import Resources as Resources
     from dispatch.status import Status as Status

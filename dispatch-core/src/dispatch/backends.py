@@ -33,7 +33,9 @@ GROUP = "dispatch.backends"
 class Backend:
     """One loaded backend: typed calls to exactly its own hook implementations."""
 
-    def __init__(self, name: str, plugin: object, distribution: str = "", version: str = "") -> None:
+    def __init__(
+        self, name: str, plugin: object, distribution: str = "", version: str = ""
+    ) -> None:
         self.name = name
         self.distribution = distribution
         self.version = version
@@ -45,9 +47,7 @@ class Backend:
             manager.check_pending()
         except (pluggy.PluginValidationError, ValueError) as exc:
             raise BackendBroken(f"backend {name!r} does not match the hook specs: {exc}") from exc
-        missing = [
-            spec for spec in _HOOKS if not getattr(manager.hook, spec).get_hookimpls()
-        ]
+        missing = [spec for spec in _HOOKS if not getattr(manager.hook, spec).get_hookimpls()]
         if missing:
             raise BackendBroken(f"backend {name!r} does not implement {', '.join(missing)}")
         self._hook = manager.hook
@@ -127,7 +127,9 @@ class Available:
 class Registry:
     """The installed backends: entry points plus any plugins given directly (tests, kit)."""
 
-    def __init__(self, available: Iterable[Available], broken: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, available: Iterable[Available], broken: Mapping[str, str] | None = None
+    ) -> None:
         self._available: dict[str, Available] = {}
         self.broken: dict[str, str] = dict(broken or {})
         for item in available:

@@ -18,7 +18,9 @@ def decode_error(what: str, exc: ValidationError) -> DecodeError:
     first = exc.errors()[0]
     field = ".".join(str(p) for p in first.get("loc", ())) or "<root>"
     value = first.get("input")
-    if first.get("type") in ("union_tag_invalid", "union_tag_not_found") and isinstance(value, dict):
+    if first.get("type") in ("union_tag_invalid", "union_tag_not_found") and isinstance(
+        value, dict
+    ):
         field = ".".join([*field.split(".")[:-1], "type"]) if field != "<root>" else "type"
         value = value.get("type")
     shown = value if not isinstance(value, dict) else "{...}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+
 from pydantic import AwareDatetime
 
 from dispatch.base import Model
@@ -57,4 +58,3 @@ def root_cause(causes: Iterable[Cause]) -> Cause | None:
         return (t, _SPECIFICITY.get(c.kind, 9))
 
     return min(failures, key=key)
-

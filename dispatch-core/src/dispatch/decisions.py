@@ -87,17 +87,29 @@ def decide(job: Job, discovery: Discovery, plan: Plan, now: datetime) -> list[Ef
             # again; if the first one does show up later, it is stopped as a duplicate.
             draft.effects.append(Submit(job.job_id, current.number, job.spec, current.gated))
             return draft.result()
-        draft.add(SubmissionCreated, submission=current.number, object_id=obj.object_id, adopted=True)
+        draft.add(
+            SubmissionCreated, submission=current.number, object_id=obj.object_id, adopted=True
+        )
     if current.handled:
         return draft.result()
     if current.failed is not None:
-        _apply(job, plan, current, None, rule_on_ending(job, plan, current.failed), current.failed, draft)
+        _apply(
+            job,
+            plan,
+            current,
+            None,
+            rule_on_ending(job, plan, current.failed),
+            current.failed,
+            draft,
+        )
         return draft.result()
     _watch(job, plan, current, obj, kept, draft)
     return draft.result()
 
 
-def _stop_duplicates(job: Job, by_sub: dict[int, list[ObjectView]], draft: _Draft) -> dict[int, ObjectView]:
+def _stop_duplicates(
+    job: Job, by_sub: dict[int, list[ObjectView]], draft: _Draft
+) -> dict[int, ObjectView]:
     """Keep one object per submission (the recorded one, else the first created); stop the
     others with cause ``duplicate`` (S-34). Returns the kept object of each submission."""
 
@@ -116,7 +128,9 @@ def _stop_duplicates(job: Job, by_sub: dict[int, list[ObjectView]], draft: _Draf
             if other is chosen or not other.alive or already:
                 continue
             cause = Cause(
-                kind=CauseKind.DUPLICATE, provenance=Provenance.ACTOR, actor="dispatch",
+                kind=CauseKind.DUPLICATE,
+                provenance=Provenance.ACTOR,
+                actor="dispatch",
                 detail=f"second object for submission {number}; keeping {chosen.object_id}",
                 at=draft.now,
             )
@@ -137,7 +151,9 @@ def _stop_again(job: Job, objects: tuple[ObjectView, ...], draft: _Draft) -> Non
             draft.effects.append(Stop(job.job_id, number, obj.object_id, cause))
 
 
-def _cancel(job: Job, kept: dict[int, ObjectView], objects: tuple[ObjectView, ...], draft: _Draft) -> None:
+def _cancel(
+    job: Job, kept: dict[int, ObjectView], objects: tuple[ObjectView, ...], draft: _Draft
+) -> None:
     assert job.cancel is not None
     stopped = {oid for s in job.submissions for oid in s.stopped}
     alive = [o for o in objects if o.alive]
@@ -160,8 +176,12 @@ def _request_next(job: Job, plan: Plan, kept: dict[int, ObjectView], draft: _Dra
 
 
 def _watch(
-    job: Job, plan: Plan, current: Submission, obj: ObjectView | None,
-    kept: dict[int, ObjectView], draft: _Draft,
+    job: Job,
+    plan: Plan,
+    current: Submission,
+    obj: ObjectView | None,
+    kept: dict[int, ObjectView],
+    draft: _Draft,
 ) -> None:
     """The current submission has an object: find whether (and how) its execution ended."""
 
@@ -172,7 +192,8 @@ def _watch(
             draft.add(ObjectMissing, submission=current.number, object_id=object_id)
         elif draft.now - current.missing_since > decl.node_loss_window:
             cause = Cause(
-                kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER,
+                kind=CauseKind.UNKNOWN,
+                provenance=Provenance.SCHEDULER,
                 detail=f"object {object_id} is no longer listed by backend {decl.name!r} "
                 f"(missing since {current.missing_since.isoformat()})",
                 at=draft.now,
@@ -209,10 +230,20 @@ def _watch(
         return
     if draft.now - why.at > window:
         ruling = rule_on_ending(job, plan, why)
-        _apply(job, plan, current, obj, Ruling(ruling.verdict, ruling.binding, ruling.reason, True), why, draft)
+        _apply(
+            job,
+            plan,
+            current,
+            obj,
+            Ruling(ruling.verdict, ruling.binding, ruling.reason, True),
+            why,
+            draft,
+        )
 
 
-def _native_executions(job: Job, plan: Plan, current: Submission, obj: ObjectView, draft: _Draft) -> bool:
+def _native_executions(
+    job: Job, plan: Plan, current: Submission, obj: ObjectView, draft: _Draft
+) -> bool:
     """Record each execution the backend recovered natively (S-38). True if the job's
     course was decided here (the object must be stopped)."""
 
@@ -228,13 +259,18 @@ def _native_executions(job: Job, plan: Plan, current: Submission, obj: ObjectVie
             if left >= 1:
                 spent_here += 1
                 draft.add(
-                    RecoveryStarted, submission=current.number, execution=execution.index,
-                    rule=ruling.binding.index, action=ruling.binding.rule.action,
-                    enforcer=Enforcer.BACKEND, cause=execution.cause,
+                    RecoveryStarted,
+                    submission=current.number,
+                    execution=execution.index,
+                    rule=ruling.binding.index,
+                    action=ruling.binding.rule.action,
+                    enforcer=Enforcer.BACKEND,
+                    cause=execution.cause,
                 )
                 continue
             ruling = Ruling(
-                Verdict.FAIL, ruling.binding,
+                Verdict.FAIL,
+                ruling.binding,
                 f"budget of rule {ruling.binding.index + 1} ({ruling.binding.rule.describe()}) "
                 "is spent; dispatch stopped the backend from recovering again",
                 stop_first=True,
@@ -250,14 +286,20 @@ def _ending_cause(obj: ObjectView) -> Cause:
     if obj.executions and obj.executions[-1].cause is not None:
         return obj.executions[-1].cause
     return Cause(
-        kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER,
+        kind=CauseKind.UNKNOWN,
+        provenance=Provenance.SCHEDULER,
         detail=f"object {obj.object_id} ended ({obj.scheduler_state}) without a cause",
     )
 
 
 def _apply(
-    job: Job, plan: Plan, current: Submission, live: ObjectView | None, ruling: Ruling,
-    cause: Cause, draft: _Draft,
+    job: Job,
+    plan: Plan,
+    current: Submission,
+    live: ObjectView | None,
+    ruling: Ruling,
+    cause: Cause,
+    draft: _Draft,
 ) -> None:
     """Write the events of a ruling on the current submission's ending."""
 
@@ -274,8 +316,12 @@ def _apply(
     elif verdict is Verdict.RESUBMIT:
         assert ruling.binding is not None
         draft.add(
-            RecoveryStarted, submission=current.number, rule=ruling.binding.index,
-            action=ruling.binding.rule.action, enforcer=Enforcer.SUPERVISOR, cause=cause,
+            RecoveryStarted,
+            submission=current.number,
+            rule=ruling.binding.index,
+            action=ruling.binding.rule.action,
+            enforcer=Enforcer.SUPERVISOR,
+            cause=cause,
         )
         still_alive = live is not None  # a fenced object is being stopped, not yet ended
         if still_alive and not plan.declarations.supports(Capability.GATING):

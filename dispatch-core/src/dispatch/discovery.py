@@ -77,4 +77,3 @@ class Discovery(Model):
         self.of_job("")
         assert self._by_job is not None
         return dict(self._by_job)
-

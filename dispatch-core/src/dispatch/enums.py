@@ -6,14 +6,11 @@ build does not know is refused by the models that hold it, never mapped to a nei
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class _Named(str, Enum):
+class _Named(StrEnum):
     """A string enum whose value is the public name; ``str()`` gives the name too."""
-
-    def __str__(self) -> str:
-        return str(self.value)
 
 
 class State(_Named):

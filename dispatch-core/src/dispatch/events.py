@@ -206,4 +206,11 @@ def encode_event(event: Event) -> str:
     return event.model_dump_json()
 
 
-__all__ = ["Event", "EVENT_TYPES", "decode_event", "decode_event_obj", "encode_event", "DecodeError"]
+__all__ = [
+    "EVENT_TYPES",
+    "DecodeError",
+    "Event",
+    "decode_event",
+    "decode_event_obj",
+    "encode_event",
+]

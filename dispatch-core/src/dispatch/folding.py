@@ -70,26 +70,33 @@ class _Scratch:
     def note(self, event: Event, state: State | None, cause: Cause | None, note: str = "") -> None:
         self.history.append(
             Transition(
-                seq=event.seq, at=event.at, event=event.type, state=state, cause=cause,
-                actor=event.actor, note=note,
+                seq=event.seq,
+                at=event.at,
+                event=event.type,
+                state=state,
+                cause=cause,
+                actor=event.actor,
+                note=note,
             )
         )
 
     def freeze(self) -> Job:
         # validating from dicts is faster in pydantic v2 than model_construct
-        return Job.model_validate(dict(
-            **self.fields,
-            submissions=tuple(Submission.model_validate(s) for s in self.submissions),
-            spent=dict(self.spent),
-            awaiting_submission=self.awaiting,
-            hold=self.hold,
-            last_resolution=self.last_resolution,
-            cancel=self.cancel,
-            escalations=tuple(self.escalations),
-            outcome=self.outcome,
-            history=tuple(self.history),
-            superseded_by=tuple(self.superseded_by),
-        ))
+        return Job.model_validate(
+            dict(
+                **self.fields,
+                submissions=tuple(Submission.model_validate(s) for s in self.submissions),
+                spent=dict(self.spent),
+                awaiting_submission=self.awaiting,
+                hold=self.hold,
+                last_resolution=self.last_resolution,
+                cancel=self.cancel,
+                escalations=tuple(self.escalations),
+                outcome=self.outcome,
+                history=tuple(self.history),
+                superseded_by=tuple(self.superseded_by),
+            )
+        )
 
 
 def _requested(s: _Scratch, e: SubmissionRequested) -> None:
@@ -146,7 +153,9 @@ def _recovery(s: _Scratch, e: RecoveryStarted) -> None:
     else:
         sub["handled"] = True
         s.awaiting = True
-    s.note(e, State.RECOVERING, e.cause, f"{e.action.value} by {e.enforcer.value} (rule {e.rule + 1})")
+    s.note(
+        e, State.RECOVERING, e.cause, f"{e.action.value} by {e.enforcer.value} (rule {e.rule + 1})"
+    )
 
 
 def _hold(s: _Scratch, e: HoldPlaced) -> None:
@@ -250,8 +259,14 @@ def fold(events: Iterable[Event], job: Job | None = None) -> Job:
 
 def _thaw(job: Job) -> _Scratch:
     created = JobCreated(
-        job_id=job.job_id, seq=1, at=job.created_at, name=job.name, backend=job.backend,
-        spec=job.spec, plan=job.plan, supersedes=job.supersedes,
+        job_id=job.job_id,
+        seq=1,
+        at=job.created_at,
+        name=job.name,
+        backend=job.backend,
+        spec=job.spec,
+        plan=job.plan,
+        supersedes=job.supersedes,
     )
     s = _Scratch(created)
     s.fields["version"] = job.version

@@ -66,8 +66,15 @@ def create_job(
     check_spec(registry, backend, spec)
     job_id = job_id or new_job_id()
     created = JobCreated(
-        job_id=job_id, seq=1, at=now or utc_now(), actor=actor, name=spec.name,
-        backend=backend, spec=spec, plan=plan, supersedes=supersedes,
+        job_id=job_id,
+        seq=1,
+        at=now or utc_now(),
+        actor=actor,
+        name=spec.name,
+        backend=backend,
+        spec=spec,
+        plan=plan,
+        supersedes=supersedes,
     )
     store.append(job_id, 0, [created])
     return job_id
@@ -78,8 +85,12 @@ def load_job(store: RecordStore, job_id: str) -> Job:
 
 
 def status_of(
-    store: RecordStore | None, registry: Registry, job_id: str, *,
-    backend: str | None = None, now: datetime | None = None,
+    store: RecordStore | None,
+    registry: Registry,
+    job_id: str,
+    *,
+    backend: str | None = None,
+    now: datetime | None = None,
 ) -> Status:
     """The record folded plus ONE fresh discovery, projected (S-40). Without a store, the
     backend's objects alone (S-29), which needs ``backend``."""
@@ -101,7 +112,11 @@ def append_request(store: RecordStore, job: Job, events: list[Event]) -> Job:
 
 
 def supersede_job(
-    store: RecordStore, registry: Registry, job_id: str, *, actor: str,
+    store: RecordStore,
+    registry: Registry,
+    job_id: str,
+    *,
+    actor: str,
     now: datetime | None = None,
 ) -> str:
     """Run a finished job again as a new job naming the old one (S-18)."""
@@ -112,8 +127,14 @@ def supersede_job(
         supersede(old, new_job_id="-", actor=actor, now=now)  # raises NotAllowed with advice
         raise NotAllowed(f"job {job_id} is not finished")
     new_id = create_job(
-        store, registry, backend=old.backend, spec=old.spec, policy=old.plan.policy,
-        now=now, actor=actor, supersedes=old.job_id,
+        store,
+        registry,
+        backend=old.backend,
+        spec=old.spec,
+        policy=old.plan.policy,
+        now=now,
+        actor=actor,
+        supersedes=old.job_id,
     )
     store.append(old.job_id, old.version, supersede(old, new_job_id=new_id, actor=actor, now=now))
     return new_id

@@ -54,13 +54,20 @@ class RecoveryPolicy(Model):
                 else:
                     owner[kind] = number
                 if kind in UNCOVERABLE_CAUSES:
-                    why = "is success" if kind is CauseKind.NONE else "reached the scheduler and is never undone"
+                    why = (
+                        "is success"
+                        if kind is CauseKind.NONE
+                        else "reached the scheduler and is never undone"
+                    )
                     problems.append(f"{label} covers {kind.value!r}, which {why}; remove it")
                 elif kind in NON_ENDING_CAUSES:
                     problems.append(
                         f"{label} covers {kind.value!r}, which never ends an object; remove it"
                     )
-                elif kind is CauseKind.UNKNOWN and rule.action not in (Action.HOLD, Action.ESCALATE):
+                elif kind is CauseKind.UNKNOWN and rule.action not in (
+                    Action.HOLD,
+                    Action.ESCALATE,
+                ):
                     problems.append(
                         f"{label} covers 'unknown' with {rule.action.value!r}; only hold or "
                         "escalate may cover a cause nobody understands"
@@ -72,7 +79,9 @@ class RecoveryPolicy(Model):
                     f"{label}: {rule.action.value} needs a positive budget, got {rule.budget!r}"
                 )
             if not rule.action.needs_budget and rule.budget is not None:
-                problems.append(f"{label}: {rule.action.value} takes no budget, got {rule.budget!r}")
+                problems.append(
+                    f"{label}: {rule.action.value} takes no budget, got {rule.budget!r}"
+                )
         if problems:
             raise PolicyError(problems)
         return self

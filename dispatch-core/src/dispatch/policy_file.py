@@ -38,7 +38,9 @@ def load_policy(path: str | Path) -> RecoveryPolicy:
 def parse_policy(data: dict[str, object], where: str = "<policy>") -> RecoveryPolicy:
     extra = sorted(set(data) - {"rule"})
     if extra:
-        raise BadInput(f"{where}: unknown top-level key(s) {', '.join(extra)}; rules go in [[rule]] tables")
+        raise BadInput(
+            f"{where}: unknown top-level key(s) {', '.join(extra)}; rules go in [[rule]] tables"
+        )
     raw_rules = data.get("rule", [])
     if not isinstance(raw_rules, list):
         raise BadInput(f"{where}: 'rule' must be an array of tables ([[rule]])")
@@ -55,7 +57,9 @@ def _rule(raw: object, where: str) -> Rule:
         raise BadInput(f"{where}: must be a table")
     unknown = sorted(set(raw) - _FIELDS)
     if unknown:
-        raise BadInput(f"{where}: unknown field(s) {', '.join(unknown)} (fields: on, action, budget)")
+        raise BadInput(
+            f"{where}: unknown field(s) {', '.join(unknown)} (fields: on, action, budget)"
+        )
     on = raw.get("on")
     if isinstance(on, str):
         on = [on]
@@ -67,12 +71,16 @@ def _rule(raw: object, where: str) -> Rule:
             kinds.append(CauseKind(value))
         except ValueError:
             names = ", ".join(k.value for k in CauseKind)
-            raise BadInput(f"{where}: field 'on': unknown cause {value!r} (causes: {names})") from None
+            raise BadInput(
+                f"{where}: field 'on': unknown cause {value!r} (causes: {names})"
+            ) from None
     try:
-        action = Action(raw.get("action"))
+        action = Action(str(raw.get("action")))
     except ValueError:
         names = ", ".join(a.value for a in Action)
-        raise BadInput(f"{where}: field 'action': unknown action {raw.get('action')!r} (actions: {names})") from None
+        raise BadInput(
+            f"{where}: field 'action': unknown action {raw.get('action')!r} (actions: {names})"
+        ) from None
     budget = raw.get("budget")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
         raise BadInput(f"{where}: field 'budget' must be a whole number, got {budget!r}")

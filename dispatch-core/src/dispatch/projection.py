@@ -19,10 +19,14 @@ from dispatch.job import Job
 from dispatch.status import Status, SubmissionStatus
 
 #: Events that commit how an ending was handled; pending ones make a Status unsettled.
-_ENDING_EVENTS = frozenset({"recovery-started", "hold-placed", "escalation-raised", "outcome-committed"})
+_ENDING_EVENTS = frozenset(
+    {"recovery-started", "hold-placed", "escalation-raised", "outcome-committed"}
+)
 
 
-def project(job: Job | None, discovery: Discovery, now: datetime, *, job_id: str | None = None) -> Status:
+def project(
+    job: Job | None, discovery: Discovery, now: datetime, *, job_id: str | None = None
+) -> Status:
     """The Status of ``job`` (or, with no record, of ``job_id``'s objects alone)."""
 
     if job is None:
@@ -33,7 +37,12 @@ def project(job: Job | None, discovery: Discovery, now: datetime, *, job_id: str
     if job.outcome is not None:
         return _status(job, objects, now, job.outcome.state, job.outcome.cause, settled=True)
 
-    pending = [e for eff in decide(job, discovery, job.plan, now) if isinstance(eff, Append) for e in eff.events]
+    pending = [
+        e
+        for eff in decide(job, discovery, job.plan, now)
+        if isinstance(eff, Append)
+        for e in eff.events
+    ]
     settled = not any(e.type in _ENDING_EVENTS for e in pending)
     ahead = fold(pending, job) if pending else job
     state, cause = _state(ahead, objects)
@@ -52,12 +61,20 @@ def _state(job: Job, objects: tuple[ObjectView, ...]) -> tuple[State, Cause | No
         return waiting, last
     if current.failed is not None:
         return waiting, current.failed
-    obj = next((o for o in objects if o.submission == current.number and
-                (current.object_id is None or o.object_id == current.object_id)), None)
+    obj = next(
+        (
+            o
+            for o in objects
+            if o.submission == current.number
+            and (current.object_id is None or o.object_id == current.object_id)
+        ),
+        None,
+    )
     if obj is None:
         if current.object_id is not None and current.missing_since is not None:
             return State.UNKNOWN, Cause(
-                kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER,
+                kind=CauseKind.UNKNOWN,
+                provenance=Provenance.SCHEDULER,
                 detail=f"object {current.object_id} is not listed by the backend",
                 at=current.missing_since,
             )
@@ -84,31 +101,53 @@ def _last_recovery_cause(job: Job) -> Cause | None:
 
 
 def _has_recovered(job: Job) -> bool:
-    return len(job.submissions) > 1 or job.awaiting_submission or any(
-        s.native_recoveries for s in job.submissions
+    return (
+        len(job.submissions) > 1
+        or job.awaiting_submission
+        or any(s.native_recoveries for s in job.submissions)
     )
 
 
 def _status(
-    job: Job, objects: tuple[ObjectView, ...], now: datetime, state: State,
-    cause: Cause | None, *, settled: bool,
+    job: Job,
+    objects: tuple[ObjectView, ...],
+    now: datetime,
+    state: State,
+    cause: Cause | None,
+    *,
+    settled: bool,
 ) -> Status:
     subs = tuple(
         SubmissionStatus(
-            number=s.number, object_id=s.object_id, gated=s.gated, gate_opened=s.gate_opened,
-            failed=s.failed, objects=tuple(o for o in objects if o.submission == s.number),
+            number=s.number,
+            object_id=s.object_id,
+            gated=s.gated,
+            gate_opened=s.gate_opened,
+            failed=s.failed,
+            objects=tuple(o for o in objects if o.submission == s.number),
         )
         for s in job.submissions
     )
     budgets = {
         f"rule {b.index + 1}": job.budget_left(b.index)
-        for b in job.plan.bindings if b.rule.action.needs_budget
+        for b in job.plan.bindings
+        if b.rule.action.needs_budget
     }
     return Status(
-        job_id=job.job_id, name=job.name, backend=job.backend, state=state, cause=cause,
-        level=Level.RECORD, settled=settled, at=now, history=job.history, submissions=subs,
-        escalations=job.escalations, supersedes=job.supersedes,
-        superseded_by=job.superseded_by, budgets=budgets,
+        job_id=job.job_id,
+        name=job.name,
+        backend=job.backend,
+        state=state,
+        cause=cause,
+        level=Level.RECORD,
+        settled=settled,
+        at=now,
+        history=job.history,
+        submissions=subs,
+        escalations=job.escalations,
+        supersedes=job.supersedes,
+        superseded_by=job.superseded_by,
+        budgets=budgets,
     )
 
 
@@ -125,7 +164,12 @@ def _object_only(job_id: str, discovery: Discovery, now: datetime) -> Status:
     )
     newest = max(objects, key=lambda o: o.submission, default=None)
     return Status(
-        job_id=job_id, backend=discovery.backend, state=state,
-        cause=newest.cause if newest is not None else None, level=Level.OBJECT_ONLY,
-        settled=True, at=now, submissions=subs,
+        job_id=job_id,
+        backend=discovery.backend,
+        state=state,
+        cause=newest.cause if newest is not None else None,
+        level=Level.OBJECT_ONLY,
+        settled=True,
+        at=now,
+        submissions=subs,
     )

@@ -9,17 +9,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from dispatch.cause import Cause
-from dispatch.enums import CauseKind, Provenance, Resolution
+from dispatch.enums import CauseKind, Provenance, Resolution, State
 from dispatch.errors import NotAllowed
 from dispatch.events import (
     CancelRequested,
-    Event,
     EscalationRaised,
+    Event,
     HoldResolved,
     OutcomeCommitted,
     SupersededBy,
 )
-from dispatch.enums import State
 from dispatch.job import Job
 
 
@@ -39,8 +38,13 @@ def cancel(job: Job, *, actor: str, now: datetime, detail: str = "") -> list[Eve
     _refuse_terminal(job, "cancel")
     if job.cancel is not None:
         return []  # already asked: cancelling twice is not an error
-    cause = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor=actor,
-                  detail=detail or f"cancelled by {actor}", at=now)
+    cause = Cause(
+        kind=CauseKind.CANCELLED,
+        provenance=Provenance.ACTOR,
+        actor=actor,
+        detail=detail or f"cancelled by {actor}",
+        at=now,
+    )
     return [CancelRequested(job_id=job.job_id, seq=_next(job), at=now, actor=actor, cause=cause)]
 
 
@@ -56,8 +60,11 @@ def _require_hold(job: Job, verb: str) -> None:
 def resubmit(job: Job, *, actor: str, now: datetime) -> list[Event]:
     """Release a recovery hold with a new submission (spends no budget: a person chose it)."""
     _require_hold(job, "resubmit")
-    return [HoldResolved(job_id=job.job_id, seq=_next(job), at=now, actor=actor,
-                         resolution=Resolution.RESUBMIT)]
+    return [
+        HoldResolved(
+            job_id=job.job_id, seq=_next(job), at=now, actor=actor, resolution=Resolution.RESUBMIT
+        )
+    ]
 
 
 def give_up(job: Job, *, actor: str, now: datetime) -> list[Event]:
@@ -65,12 +72,25 @@ def give_up(job: Job, *, actor: str, now: datetime) -> list[Event]:
     _require_hold(job, "give up")
     assert job.hold is not None
     return [
-        HoldResolved(job_id=job.job_id, seq=_next(job), at=now, actor=actor,
-                     resolution=Resolution.GIVE_UP),
-        EscalationRaised(job_id=job.job_id, seq=_next(job, 2), at=now, actor=actor,
-                         reason=f"{actor} gave up", cause=job.hold.cause),
-        OutcomeCommitted(job_id=job.job_id, seq=_next(job, 3), at=now, actor=actor,
-                         state=State.FAILED, cause=job.hold.cause),
+        HoldResolved(
+            job_id=job.job_id, seq=_next(job), at=now, actor=actor, resolution=Resolution.GIVE_UP
+        ),
+        EscalationRaised(
+            job_id=job.job_id,
+            seq=_next(job, 2),
+            at=now,
+            actor=actor,
+            reason=f"{actor} gave up",
+            cause=job.hold.cause,
+        ),
+        OutcomeCommitted(
+            job_id=job.job_id,
+            seq=_next(job, 3),
+            at=now,
+            actor=actor,
+            state=State.FAILED,
+            cause=job.hold.cause,
+        ),
     ]
 
 
@@ -81,4 +101,6 @@ def supersede(job: Job, *, new_job_id: str, actor: str, now: datetime) -> list[E
             f"job {job.job_id} is not finished ({'held' if job.hold else 'active'}); "
             f"supersede runs a finished job again. Cancel it first: `dispatch cancel {job.job_id}`."
         )
-    return [SupersededBy(job_id=job.job_id, seq=_next(job), at=now, actor=actor, new_job_id=new_job_id)]
+    return [
+        SupersededBy(job_id=job.job_id, seq=_next(job), at=now, actor=actor, new_job_id=new_job_id)
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import AwareDatetime
+from pydantic import AwareDatetime, Field
 
 from dispatch.base import Model
 from dispatch.cause import Cause
@@ -41,4 +41,4 @@ class Status(Model):
     escalations: tuple[Escalation, ...] = ()
     supersedes: str | None = None
     superseded_by: tuple[str, ...] = ()
-    budgets: dict[str, int] = {}
+    budgets: dict[str, int] = Field(default_factory=dict)

@@ -167,7 +167,12 @@ class Supervisor:
                 if effects:
                     planned[job.job_id] = effects
 
-        intents = [(e, leases[j]) for j, effects in planned.items() for e in effects if isinstance(e, Append)]
+        intents = [
+            (e, leases[j])
+            for j, effects in planned.items()
+            for e in effects
+            if isinstance(e, Append)
+        ]
         if self._append(intents, report):
             self._step("intent-recorded")
         results: list[tuple[Append, Lease]] = []
@@ -178,9 +183,13 @@ class Supervisor:
             backend = backends[job.backend]
             if job.backend in report.unreachable:
                 continue
-            new = self._carry_out(job, backend, [e for e in effects if not isinstance(e, Append)], now, report)
+            new = self._carry_out(
+                job, backend, [e for e in effects if not isinstance(e, Append)], now, report
+            )
             if new:
-                results.append((Append(job_id, self._jobs[job_id].version, tuple(new)), leases[job_id]))
+                results.append(
+                    (Append(job_id, self._jobs[job_id].version, tuple(new)), leases[job_id])
+                )
         if self._append(results, report):
             self._step("result-recorded")
         return report
@@ -196,14 +205,18 @@ class Supervisor:
             report.errors.append(str(exc))
             return None
 
-    def _discover(self, backend: Backend, job_ids: list[str], now: datetime, report: TickReport) -> Discovery | None:
+    def _discover(
+        self, backend: Backend, job_ids: list[str], now: datetime, report: TickReport
+    ) -> Discovery | None:
         batch = backend.declarations.max_discovery_batch or len(job_ids)
         objects: list[ObjectView] = []
         at = now
         try:
             for start in range(0, len(job_ids), batch):
                 found = backend.discover(job_ids[start : start + batch])
-                report.discovery_calls[backend.name] = report.discovery_calls.get(backend.name, 0) + 1
+                report.discovery_calls[backend.name] = (
+                    report.discovery_calls.get(backend.name, 0) + 1
+                )
                 objects.extend(found.objects)
                 at = found.at
         except Unreachable as exc:
@@ -252,14 +265,33 @@ class Supervisor:
                 if isinstance(effect, Submit):
                     event: Event
                     try:
-                        object_id = backend.submit(effect.job_id, effect.submission, effect.spec, effect.gated)
+                        object_id = backend.submit(
+                            effect.job_id, effect.submission, effect.spec, effect.gated
+                        )
                         self._step("submitted")
                         seq += 1
-                        event = SubmissionCreated(job_id=job.job_id, seq=seq, at=now, submission=effect.submission, object_id=object_id)
+                        event = SubmissionCreated(
+                            job_id=job.job_id,
+                            seq=seq,
+                            at=now,
+                            submission=effect.submission,
+                            object_id=object_id,
+                        )
                     except SubmitRefused as exc:
                         seq += 1
-                        cause = Cause(kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER, detail=exc.detail, at=now)
-                        event = SubmissionFailed(job_id=job.job_id, seq=seq, at=now, submission=effect.submission, cause=cause)
+                        cause = Cause(
+                            kind=CauseKind.LAUNCH_FAILED,
+                            provenance=Provenance.SCHEDULER,
+                            detail=exc.detail,
+                            at=now,
+                        )
+                        event = SubmissionFailed(
+                            job_id=job.job_id,
+                            seq=seq,
+                            at=now,
+                            submission=effect.submission,
+                            cause=cause,
+                        )
                     results.append(event)
                     report.submitted += 1
                 elif isinstance(effect, Stop):

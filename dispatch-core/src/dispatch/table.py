@@ -93,14 +93,17 @@ def rule_on_ending(job: Job, plan: Plan, cause: Cause) -> Ruling:
     action = binding.rule.action
     if not binding.enforced:
         return Ruling(
-            Verdict.FAIL, binding,
+            Verdict.FAIL,
+            binding,
             f"supervisor recovery for {action.value} is not implemented "
             f"(backend {plan.declarations.name!r} does not enforce {action.value} natively)",
         )
     if binding.enforcer is Enforcer.BACKEND:
         return Ruling(
-            Verdict.FAIL, binding,
-            f"the backend ended the object with {kind.value!r} instead of its native {action.value}",
+            Verdict.FAIL,
+            binding,
+            f"the backend ended the object with {kind.value!r} "
+            f"instead of its native {action.value}",
         )
     if action is Action.HOLD:
         return Ruling(Verdict.HOLD, binding, f"recovery hold on {kind.value!r}")
@@ -108,7 +111,8 @@ def rule_on_ending(job: Job, plan: Plan, cause: Cause) -> Ruling:
         return Ruling(Verdict.FAIL, binding, f"rule {binding.index + 1} escalates {kind.value!r}")
     if job.budget_left(binding.index) < 1:
         return Ruling(
-            Verdict.FAIL, binding,
+            Verdict.FAIL,
+            binding,
             f"budget of rule {binding.index + 1} ({binding.rule.describe()}) is spent",
         )
     return Ruling(Verdict.RESUBMIT, binding, f"resubmit on {kind.value!r}")
@@ -123,9 +127,12 @@ def rule_on_execution(job: Job, plan: Plan, cause: Cause) -> Ruling:
     binding = plan.binding_for(kind)
     if binding is not None and binding.enforcer is Enforcer.BACKEND and binding.enforced:
         if job.budget_left(binding.index) >= 1:
-            return Ruling(Verdict.NATIVE, binding, f"native {binding.rule.action.value} on {kind.value!r}")
+            return Ruling(
+                Verdict.NATIVE, binding, f"native {binding.rule.action.value} on {kind.value!r}"
+            )
         return Ruling(
-            Verdict.FAIL, binding,
+            Verdict.FAIL,
+            binding,
             f"budget of rule {binding.index + 1} ({binding.rule.describe()}) is spent; "
             "dispatch stopped the backend from recovering again",
             stop_first=True,

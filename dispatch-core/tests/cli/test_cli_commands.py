@@ -17,12 +17,22 @@ DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 class Shell:
     def __init__(self, home: Path) -> None:
         self.home = home
-        self.env = {**os.environ, "XDG_STATE_HOME": str(home / "state"), "DISPATCH_LOCAL_STOP_GRACE": "1"}
+        self.env = {
+            **os.environ,
+            "XDG_STATE_HOME": str(home / "state"),
+            "DISPATCH_LOCAL_STOP_GRACE": "1",
+        }
         self.env.pop("DISPATCH_STORE", None)
 
     def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([DISPATCH, *args], capture_output=True, text=True, env=self.env,
-                              timeout=timeout, cwd=self.home)
+        return subprocess.run(
+            [DISPATCH, *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+            cwd=self.home,
+        )
 
     def json(self, *args: str) -> object:
         out = self.run(*args, "--json")
@@ -50,25 +60,41 @@ RESUBMIT_ON_EXIT = '[[rule]]\non = ["non-zero-exit"]\naction = "resubmit"\nbudge
 
 def test_submit_wait_recovers_by_policy_and_shows_history(sh: Shell) -> None:
     marker = sh.home / "ran"
-    script = sh.write("flaky.sh", f'[ -e {marker} ] && exit 0\ntouch {marker}\nexit 1\n')
+    script = sh.write("flaky.sh", f"[ -e {marker} ] && exit 0\ntouch {marker}\nexit 1\n")
     policy = sh.write("p.toml", RESUBMIT_ON_EXIT)
-    out = sh.run("submit", "--policy", str(policy), "--interval", "0.2", "--wait", "--", "sh", str(script))
+    out = sh.run(
+        "submit", "--policy", str(policy), "--interval", "0.2", "--wait", "--", "sh", str(script)
+    )
     assert out.returncode == 0, out.stderr
     job = out.stdout.splitlines()[0]
     status = sh.json("status", job)
     assert status["state"] == "succeeded" and status["settled"] is True  # type: ignore[index]
     assert [h["event"] for h in status["history"]] == ["recovery-started", "outcome-committed"]  # type: ignore[index]
     assert status["history"][0]["cause"]["exit_code"] == 1  # type: ignore[index]
-    assert set(status) >= {"job_id", "state", "cause", "settled", "level", "history", "submissions", "escalations"}  # type: ignore[arg-type]
+    assert set(status) >= {
+        "job_id",
+        "state",
+        "cause",
+        "settled",
+        "level",
+        "history",
+        "submissions",
+        "escalations",
+    }  # type: ignore[arg-type]
     text = sh.run("history", job).stdout
     assert "recovery-started" in text and "outcome-committed" in text
 
 
-@pytest.mark.parametrize("command,code,state", [
-    (["sh", "-c", "exit 3"], 1, "failed"),
-    (["true"], 0, "succeeded"),
-])
-def test_wait_exit_codes_follow_the_outcome(sh: Shell, command: list[str], code: int, state: str) -> None:
+@pytest.mark.parametrize(
+    "command,code,state",
+    [
+        (["sh", "-c", "exit 3"], 1, "failed"),
+        (["true"], 0, "succeeded"),
+    ],
+)
+def test_wait_exit_codes_follow_the_outcome(
+    sh: Shell, command: list[str], code: int, state: str
+) -> None:
     out = sh.run("submit", "--interval", "0.2", "--wait", "--json", "--", *command)
     assert out.returncode == code, out.stderr
     assert json.loads(out.stdout)["state"] == state
@@ -76,14 +102,20 @@ def test_wait_exit_codes_follow_the_outcome(sh: Shell, command: list[str], code:
 
 def test_hold_exits_6_then_give_up_fails_with_the_ending_cause_S14(sh: Shell) -> None:
     policy = sh.write("p.toml", HOLD_ON_EXIT)
-    out = sh.run("submit", "--policy", str(policy), "--interval", "0.2", "--wait", "--", "sh", "-c", "exit 4")
+    out = sh.run(
+        "submit", "--policy", str(policy), "--interval", "0.2", "--wait", "--", "sh", "-c", "exit 4"
+    )
     assert out.returncode == 6, out.stderr
     job = out.stdout.splitlines()[0]
     assert "dispatch resubmit" in out.stdout
     gave = sh.run("give-up", job, "--json")
     assert gave.returncode == 0, gave.stderr
     st = json.loads(gave.stdout)
-    assert (st["state"], st["cause"]["kind"], st["cause"]["exit_code"]) == ("failed", "non-zero-exit", 4)
+    assert (st["state"], st["cause"]["kind"], st["cause"]["exit_code"]) == (
+        "failed",
+        "non-zero-exit",
+        4,
+    )
 
 
 def test_cancel_a_running_job_S12(sh: Shell) -> None:
@@ -106,19 +138,37 @@ def test_supersede_a_failed_job_S18(sh: Shell) -> None:
     assert sh.json("status", new)["supersedes"] == old  # type: ignore[index]
 
 
-@pytest.mark.parametrize("policy,words", [
-    ('[[rule]]\non = ["martian"]\naction = "hold"\n', ["p.toml: rule 1", "field 'on'", "'martian'"]),
-    ('[[rule]]\non = ["preempted"]\naction = "resubmit"\n', ["p.toml: rule 1", "positive budget"]),
-    ('[[rule]]\non = ["preempted"]\naction = "hold"\n[[rule]]\non = ["preempted"]\naction = "escalate"\n',
-     ["rule 1 and rule 2", "'preempted'"]),
-    ('[[rule]]\non = ["preempted"]\naction = "resubmit"\nbudget = "3"\n', ["rule 1", "field 'budget'"]),
-    ('[[rule]]\non = ["preempted"]\nactoin = "hold"\n', ["rule 1", "actoin"]),
-    ("[[rule]\n", ["p.toml: not valid TOML"]),
-])
-def test_invalid_policy_file_exit_2_names_file_rule_field_S36(sh: Shell, policy: str, words: list[str]) -> None:
+@pytest.mark.parametrize(
+    "policy,words",
+    [
+        (
+            '[[rule]]\non = ["martian"]\naction = "hold"\n',
+            ["p.toml: rule 1", "field 'on'", "'martian'"],
+        ),
+        (
+            '[[rule]]\non = ["preempted"]\naction = "resubmit"\n',
+            ["p.toml: rule 1", "positive budget"],
+        ),
+        (
+            '[[rule]]\non = ["preempted"]\naction = "hold"\n[[rule]]\non = ["preempted"]\naction = "escalate"\n',
+            ["rule 1 and rule 2", "'preempted'"],
+        ),
+        (
+            '[[rule]]\non = ["preempted"]\naction = "resubmit"\nbudget = "3"\n',
+            ["rule 1", "field 'budget'"],
+        ),
+        ('[[rule]]\non = ["preempted"]\nactoin = "hold"\n', ["rule 1", "actoin"]),
+        ("[[rule]\n", ["p.toml: not valid TOML"]),
+    ],
+)
+def test_invalid_policy_file_exit_2_names_file_rule_field_S36(
+    sh: Shell, policy: str, words: list[str]
+) -> None:
     path = sh.write("p.toml", policy)
-    for args in (["plan", "--backend", "local", "--policy", str(path)],
-                 ["submit", "--policy", str(path), "--", "true"]):
+    for args in (
+        ["plan", "--backend", "local", "--policy", str(path)],
+        ["submit", "--policy", str(path), "--", "true"],
+    ):
         out = sh.run(*args)
         assert out.returncode == 2, out.stdout + out.stderr
         for word in words:
@@ -135,17 +185,26 @@ def test_plan_shows_enforcers_uncovered_and_unenforced_S10_S11(sh: Shell) -> Non
     assert "NOT ENFORCED" in text
 
 
-@pytest.mark.parametrize("args,words", [
-    (["submit", "--backend", "mysched", "--", "true"], "can't be found, is its plugin installed"),
-    (["submit", "-o", "partition=gpu", "--", "true"], "does not accept the option(s) partition"),
-    (["submit", "--time", "soon", "--", "true"], "--time 'soon'"),
-    (["submit", "--mem", "lots", "--", "true"], "--mem 'lots'"),
-    (["submit", "--nodes", "0", "--", "true"], "--nodes must be at least 1"),
-    (["submit"], "give a command after `--` or --script FILE"),
-    (["submit", "--script", "missing.sh"], "--script missing.sh"),
-    (["status", "jnope"], "no record for job id 'jnope'"),
-    (["resubmit", "jnope"], "no record for job id 'jnope'"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (
+            ["submit", "--backend", "mysched", "--", "true"],
+            "can't be found, is its plugin installed",
+        ),
+        (
+            ["submit", "-o", "partition=gpu", "--", "true"],
+            "does not accept the option(s) partition",
+        ),
+        (["submit", "--time", "soon", "--", "true"], "--time 'soon'"),
+        (["submit", "--mem", "lots", "--", "true"], "--mem 'lots'"),
+        (["submit", "--nodes", "0", "--", "true"], "--nodes must be at least 1"),
+        (["submit"], "give a command after `--` or --script FILE"),
+        (["submit", "--script", "missing.sh"], "--script missing.sh"),
+        (["status", "jnope"], "no record for job id 'jnope'"),
+        (["resubmit", "jnope"], "no record for job id 'jnope'"),
+    ],
+)
 def test_bad_input_exit_2_and_nothing_recorded_S36(sh: Shell, args: list[str], words: str) -> None:
     out = sh.run(*args)
     assert out.returncode == 2, out.stdout + out.stderr
@@ -167,7 +226,9 @@ def test_undecodable_record_exit_4_names_job_seq_field_S6_S36(sh: Shell) -> None
     job = sh.run("submit", "--", "true").stdout.strip()
     with sqlite3.connect(sh.db) as db:
         table, column = _event_table(db)
-        row = db.execute(f"SELECT rowid, {column} FROM {table} WHERE job_id = ? ORDER BY seq LIMIT 1", (job,)).fetchone()
+        row = db.execute(
+            f"SELECT rowid, {column} FROM {table} WHERE job_id = ? ORDER BY seq LIMIT 1", (job,)
+        ).fetchone()
         body = row[1].replace('"backend":"local"', '"backend":"local","colour":"blue"', 1)
         assert body != row[1]
         db.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (body, row[0]))

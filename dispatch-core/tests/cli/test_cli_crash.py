@@ -22,7 +22,9 @@ def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("attempt", range(3))
 @pytest.mark.parametrize("step", STEPS)
-def test_supervisor_killed_at_each_step_loses_nothing_S34(tmp_path: Path, step: str, attempt: int) -> None:
+def test_supervisor_killed_at_each_step_loses_nothing_S34(
+    tmp_path: Path, step: str, attempt: int
+) -> None:
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     env.pop("DISPATCH_STORE", None)
     marker = tmp_path / "ran"

@@ -29,9 +29,21 @@ def _available(name: str, target: str, dist: str = "dist-x") -> Available:
 
 
 def test_hook_specs_cover_declare_discover_submit_gate_stop_S30() -> None:
-    assert sorted(HOOKS) == sorted(["dispatch_declare", "dispatch_discover", "dispatch_submit",
-                                    "dispatch_open_gate", "dispatch_stop"])
-    assert list(inspect.signature(hookspecs.dispatch_submit).parameters) == ["job_id", "submission", "spec", "gated"]
+    assert sorted(HOOKS) == sorted(
+        [
+            "dispatch_declare",
+            "dispatch_discover",
+            "dispatch_submit",
+            "dispatch_open_gate",
+            "dispatch_stop",
+        ]
+    )
+    assert list(inspect.signature(hookspecs.dispatch_submit).parameters) == [
+        "job_id",
+        "submission",
+        "spec",
+        "gated",
+    ]
     assert list(inspect.signature(hookspecs.dispatch_discover).parameters) == ["job_ids"]
 
 
@@ -50,45 +62,61 @@ def test_every_hook_is_documented_and_tested_S30(hook: str) -> None:
 
 
 def test_entry_point_name_selects_exactly_one_backend_S31() -> None:
-    registry = Registry([
-        _available("alpha", "core_plugins:Recording", "dispatch-alpha"),
-        _available("beta", "core_plugins:Beta", "dispatch-beta"),
-    ])
+    registry = Registry(
+        [
+            _available("alpha", "core_plugins:Recording", "dispatch-alpha"),
+            _available("beta", "core_plugins:Beta", "dispatch-beta"),
+        ]
+    )
     core_plugins.CALLS.clear()
     beta = registry.get("beta")
     beta.discover(["j1"])
     beta.submit("j1", 1, None, False)  # type: ignore[arg-type]
     beta.stop("x", None)  # type: ignore[arg-type]
     beta.open_gate("x")
-    assert core_plugins.CALLS == [("beta", "discover"), ("beta", "submit"), ("beta", "stop"), ("beta", "open_gate")]
+    assert core_plugins.CALLS == [
+        ("beta", "discover"),
+        ("beta", "submit"),
+        ("beta", "stop"),
+        ("beta", "open_gate"),
+    ]
     assert beta.distribution == "dispatch-beta"
 
 
 def test_duplicate_names_refused_naming_both_distributions_S31() -> None:
-    registry = Registry([
-        _available("alpha", "core_plugins:Recording", "dispatch-alpha"),
-        _available("alpha", "core_plugins:Beta", "dispatch-alpha-fork"),
-        _available("beta", "core_plugins:Beta", "dispatch-beta"),
-    ])
+    registry = Registry(
+        [
+            _available("alpha", "core_plugins:Recording", "dispatch-alpha"),
+            _available("alpha", "core_plugins:Beta", "dispatch-alpha-fork"),
+            _available("beta", "core_plugins:Beta", "dispatch-beta"),
+        ]
+    )
     with pytest.raises(BackendBroken) as err:
         registry.get("alpha")
     assert "dispatch-alpha" in str(err.value) and "dispatch-alpha-fork" in str(err.value)
     assert registry.get("beta").name == "beta"  # the others still load
 
 
-@pytest.mark.parametrize("target,words", [
-    ("core_plugins:Misspelt", "dispatch_discovr"),
-    ("core_plugins:WrongArguments", "force"),
-    ("core_plugins:Incomplete", "does not implement dispatch_discover"),
-    ("core_plugins:WrongName", "declares the name"),
-    ("core_plugins:ExplodesOnInit", "needs SCHEDULER_URL"),
-    ("no_such_module_anywhere:Backend", "No module named"),
-])
-def test_broken_plugin_reported_by_name_without_breaking_others_S31(target: str, words: str) -> None:
-    registry = Registry([
-        _available("broken", target, "dispatch-broken"),
-        _available("beta", "core_plugins:Beta", "dispatch-beta"),
-    ])
+@pytest.mark.parametrize(
+    "target,words",
+    [
+        ("core_plugins:Misspelt", "dispatch_discovr"),
+        ("core_plugins:WrongArguments", "force"),
+        ("core_plugins:Incomplete", "does not implement dispatch_discover"),
+        ("core_plugins:WrongName", "declares the name"),
+        ("core_plugins:ExplodesOnInit", "needs SCHEDULER_URL"),
+        ("no_such_module_anywhere:Backend", "No module named"),
+    ],
+)
+def test_broken_plugin_reported_by_name_without_breaking_others_S31(
+    target: str, words: str
+) -> None:
+    registry = Registry(
+        [
+            _available("broken", target, "dispatch-broken"),
+            _available("beta", "core_plugins:Beta", "dispatch-beta"),
+        ]
+    )
     loaded, broken = registry.load_all()
     assert list(loaded) == ["beta"]
     assert "broken" in broken and words in broken["broken"]
@@ -108,18 +136,55 @@ def test_installed_backends_come_from_the_one_entry_point_group_S31() -> None:
 
 
 def test_heavy_client_libraries_not_imported_by_help_S31() -> None:
-    code = ("import sys; from dispatch.cli.main import cli\n"
-            "try:\n    cli(['--help'])\nexcept SystemExit: pass\n"
-            "heavy = [m for m in ('kubernetes', 'pydantic', 'psycopg', 'dispatch_slurm', 'dispatch_kubeflow') if m in sys.modules]\n"
-            "print('HEAVY:' + ','.join(heavy))")
+    code = (
+        "import sys; from dispatch.cli.main import cli\n"
+        "try:\n    cli(['--help'])\nexcept SystemExit: pass\n"
+        "heavy = [m for m in ('kubernetes', 'pydantic', 'psycopg', 'dispatch_slurm', 'dispatch_kubeflow') if m in sys.modules]\n"
+        "print('HEAVY:' + ','.join(heavy))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "HEAVY:"
 
 
-PURE = ["folding", "projection", "decisions", "table", "policy", "events", "job", "status",
-        "cause", "discovery", "declarations", "enums", "spec", "effects", "requests", "base", "errors"]
-IO_MODULES = {"os", "subprocess", "socket", "sqlite3", "psycopg", "time", "pathlib", "io", "shutil",
-              "threading", "asyncio", "urllib", "http", "requests", "random", "secrets", "uuid", "logging"}
+PURE = [
+    "folding",
+    "projection",
+    "decisions",
+    "table",
+    "policy",
+    "events",
+    "job",
+    "status",
+    "cause",
+    "discovery",
+    "declarations",
+    "enums",
+    "spec",
+    "effects",
+    "requests",
+    "base",
+    "errors",
+]
+IO_MODULES = {
+    "os",
+    "subprocess",
+    "socket",
+    "sqlite3",
+    "psycopg",
+    "time",
+    "pathlib",
+    "io",
+    "shutil",
+    "threading",
+    "asyncio",
+    "urllib",
+    "http",
+    "requests",
+    "random",
+    "secrets",
+    "uuid",
+    "logging",
+}
 
 
 @pytest.mark.parametrize("module", PURE)

@@ -15,18 +15,37 @@ from dispatch.status import Status
 
 from core_bench import World, cause, declarations, policy
 
-ENDINGS = [k for k in CauseKind if k not in (CauseKind.HELD, CauseKind.RELEASED, CauseKind.REQUEUED, CauseKind.DUPLICATE)]
+ENDINGS = [
+    k
+    for k in CauseKind
+    if k not in (CauseKind.HELD, CauseKind.RELEASED, CauseKind.REQUEUED, CauseKind.DUPLICATE)
+]
 ENDINGS += [CauseKind.PREEMPTED] * 6 + [CauseKind.NON_ZERO_EXIT] * 3 + [CauseKind.NODE_LOST] * 2
-RULES = st.sampled_from([
-    [([CauseKind.PREEMPTED, CauseKind.NODE_LOST], Action.RESUBMIT, 2), ([CauseKind.NON_ZERO_EXIT], Action.HOLD, None)],
-    [([CauseKind.PREEMPTED], Action.REQUEUE, 2), ([CauseKind.OUT_OF_MEMORY], Action.RESUBMIT, 1),
-     ([CauseKind.UNKNOWN], Action.ESCALATE, None)],
-    [([CauseKind.NODE_LOST], Action.RESTART, 1), ([CauseKind.TIME_LIMIT, CauseKind.NO_CAPACITY], Action.RESUBMIT, 3)],
-    [],
-])
+RULES = st.sampled_from(
+    [
+        [
+            ([CauseKind.PREEMPTED, CauseKind.NODE_LOST], Action.RESUBMIT, 2),
+            ([CauseKind.NON_ZERO_EXIT], Action.HOLD, None),
+        ],
+        [
+            ([CauseKind.PREEMPTED], Action.REQUEUE, 2),
+            ([CauseKind.OUT_OF_MEMORY], Action.RESUBMIT, 1),
+            ([CauseKind.UNKNOWN], Action.ESCALATE, None),
+        ],
+        [
+            ([CauseKind.NODE_LOST], Action.RESTART, 1),
+            ([CauseKind.TIME_LIMIT, CauseKind.NO_CAPACITY], Action.RESUBMIT, 3),
+        ],
+        [],
+    ]
+)
 #: Weighted so that most runs get through several submissions before anyone cancels.
 STEP = st.sampled_from(
-    ["tick"] * 8 + ["run"] * 3 + ["end"] * 3 + ["advance"] * 2 + ["resubmit"] * 2
+    ["tick"] * 8
+    + ["run"] * 3
+    + ["end"] * 3
+    + ["advance"] * 2
+    + ["resubmit"] * 2
     + ["node-lost", "pending-reason", "native", "vanish", "duplicate", "give-up", "cancel"]
 )
 
@@ -40,7 +59,11 @@ def _play(data: st.DataObject) -> tuple[World, list[Status]]:
         step = data.draw(STEP)
         # an ended object never comes back to life (a requeue shows as a new execution)
         oid = w.current_object() if w.objects else None
-        if oid and not w.objects[oid].alive and step in ("run", "end", "node-lost", "pending-reason", "native"):
+        if (
+            oid
+            and not w.objects[oid].alive
+            and step in ("run", "end", "node-lost", "pending-reason", "native")
+        ):
             oid = None
         try:
             if step == "tick":
@@ -58,7 +81,9 @@ def _play(data: st.DataObject) -> tuple[World, list[Status]]:
             elif oid and step == "native":
                 old = w.objects[oid].executions
                 n = len(old)
-                ended = Execution(index=n, cause=cause(data.draw(st.sampled_from(ENDINGS)), at=w.now))
+                ended = Execution(
+                    index=n, cause=cause(data.draw(st.sampled_from(ENDINGS)), at=w.now)
+                )
                 w.set(oid, Phase.PENDING, None, (*old, ended))
             elif oid and step == "vanish":
                 del w.objects[oid]
@@ -89,7 +114,9 @@ def test_fold_is_deterministic_and_incremental_S20_S24(data: st.DataObject) -> N
     cut = data.draw(st.integers(min_value=1, max_value=len(w.events)))
     assert fold(w.events[cut:], fold(w.events[:cut])) == whole
     decoded = [decode_event(encode_event(e)) for e in w.events]
-    assert project(fold(decoded), w.discovery(), w.now) == project(whole, w.discovery(), w.now)  # S-24
+    assert project(fold(decoded), w.discovery(), w.now) == project(
+        whole, w.discovery(), w.now
+    )  # S-24
 
 
 @SETTINGS

@@ -34,7 +34,10 @@ def test_success_commits_succeeded_S12_S18() -> None:
     started(w)
     w.end_current(cause(CauseKind.NONE, provenance=Provenance.APPLICATION, exit_code=0))
     before = w.status()
-    assert (before.state, before.settled) == (State.SUCCEEDED, False)  # S-21: shows what will commit
+    assert (before.state, before.settled) == (
+        State.SUCCEEDED,
+        False,
+    )  # S-21: shows what will commit
     w.tick()
     after = w.status()
     assert (after.state, after.settled) == (State.SUCCEEDED, True)
@@ -101,7 +104,10 @@ def test_hold_then_cancel_S14() -> None:
     w.tick()
     st = w.status()
     assert (st.state, st.settled) == (State.CANCELLED, True)
-    assert st.cause is not None and (st.cause.provenance, st.cause.actor) == (Provenance.ACTOR, "alice")
+    assert st.cause is not None and (st.cause.provenance, st.cause.actor) == (
+        Provenance.ACTOR,
+        "alice",
+    )
 
 
 def test_hold_then_give_up_fails_with_ending_cause_S14() -> None:
@@ -205,9 +211,14 @@ def test_committed_outcome_never_changes_S18() -> None:
     w.end_current(cause(CauseKind.NONE))
     w.tick()
     seq = w.events[-1].seq + 1
-    w.events.append(OutcomeCommitted(job_id=w.job_id, seq=seq, at=w.now, state=State.FAILED,
-                                     cause=cause(CauseKind.UNKNOWN)))
-    w.events.append(CancelRequested(job_id=w.job_id, seq=seq + 1, at=w.now, cause=cause(CauseKind.CANCELLED)))
+    w.events.append(
+        OutcomeCommitted(
+            job_id=w.job_id, seq=seq, at=w.now, state=State.FAILED, cause=cause(CauseKind.UNKNOWN)
+        )
+    )
+    w.events.append(
+        CancelRequested(job_id=w.job_id, seq=seq + 1, at=w.now, cause=cause(CauseKind.CANCELLED))
+    )
     assert w.status().state is State.SUCCEEDED
     assert w.tick() == []
 
@@ -231,8 +242,15 @@ def test_launch_refusal_goes_through_the_plan() -> None:
     effects = decide_only(w)
     assert effects
     w.events.extend(e for eff in effects if hasattr(eff, "events") for e in eff.events)  # type: ignore[attr-defined]
-    w.events.append(SubmissionFailed(job_id=w.job_id, seq=w.events[-1].seq + 1, at=w.now, submission=1,
-                                     cause=cause(CauseKind.LAUNCH_FAILED, detail="sbatch: error: invalid")))
+    w.events.append(
+        SubmissionFailed(
+            job_id=w.job_id,
+            seq=w.events[-1].seq + 1,
+            at=w.now,
+            submission=1,
+            cause=cause(CauseKind.LAUNCH_FAILED, detail="sbatch: error: invalid"),
+        )
+    )
     w.tick()
     assert w.submitted[-1].submission == 2 and w.job.spent == {0: 1}
 
@@ -270,7 +288,10 @@ def test_native_requeue_spends_per_execution_then_stops_S38() -> None:
     w.set(oid, Phase.PENDING, None, (e0, Execution(index=1)))
     w.tick()
     st = w.status()
-    assert (st.state, st.cause.kind if st.cause else None) == (State.RECOVERING, CauseKind.PREEMPTED)
+    assert (st.state, st.cause.kind if st.cause else None) == (
+        State.RECOVERING,
+        CauseKind.PREEMPTED,
+    )
     assert w.job.spent == {0: 1}
     e1 = Execution(index=1, cause=cause(CauseKind.PREEMPTED, detail="again"))
     w.set(oid, Phase.PENDING, None, (e0, e1, Execution(index=2)))
@@ -286,8 +307,14 @@ def test_duplicate_object_is_stopped_S34() -> None:
 
     w = World(policy(PREEMPT_RESUBMIT_3))
     oid = started(w)
-    w.objects["dup"] = ObjectView(object_id="dup", job_id=w.job_id, submission=1, phase=Phase.RUNNING,
-                                  scheduler_state="RUNNING", created_at=w.now)
+    w.objects["dup"] = ObjectView(
+        object_id="dup",
+        job_id=w.job_id,
+        submission=1,
+        phase=Phase.RUNNING,
+        scheduler_state="RUNNING",
+        created_at=w.now,
+    )
     w.tick()
     assert [(s.object_id, s.cause.kind) for s in w.stopped] == [("dup", CauseKind.DUPLICATE)]
     w.tick()

@@ -172,11 +172,17 @@ PLAN = Plan.bind(
 class Events:
     """Builds valid events; tests change one thing at a time from these."""
 
-    def created(self, job_id: str, *, backend: str = "local", name: str = "train",
-                at: datetime = T0) -> JobCreated:
+    def created(
+        self, job_id: str, *, backend: str = "local", name: str = "train", at: datetime = T0
+    ) -> JobCreated:
         return JobCreated(
-            job_id=job_id, seq=1, at=at, name=name, backend=backend,
-            spec=JobSpec(name=name, command=("python", "train.py")), plan=PLAN,
+            job_id=job_id,
+            seq=1,
+            at=at,
+            name=name,
+            backend=backend,
+            spec=JobSpec(name=name, command=("python", "train.py")),
+            plan=PLAN,
         )
 
     def requested(self, job_id: str, seq: int, submission: int = 1) -> SubmissionRequested:
@@ -186,21 +192,32 @@ class Events:
 
     def object_created(self, job_id: str, seq: int, object_id: str = "4242") -> SubmissionCreated:
         return SubmissionCreated(
-            job_id=job_id, seq=seq, at=T0 + timedelta(seconds=seq), submission=1,
+            job_id=job_id,
+            seq=seq,
+            at=T0 + timedelta(seconds=seq),
+            submission=1,
             object_id=object_id,
         )
 
     def hold(self, job_id: str, seq: int) -> HoldPlaced:
         return HoldPlaced(
-            job_id=job_id, seq=seq, at=T0 + timedelta(seconds=seq),
+            job_id=job_id,
+            seq=seq,
+            at=T0 + timedelta(seconds=seq),
             cause=Cause(kind=CauseKind.HELD, provenance=Provenance.ACTOR, actor="ana"),
         )
 
     def outcome(self, job_id: str, seq: int, state: State = State.SUCCEEDED) -> OutcomeCommitted:
-        kind = {State.SUCCEEDED: CauseKind.NONE, State.FAILED: CauseKind.NON_ZERO_EXIT,
-                State.CANCELLED: CauseKind.CANCELLED}[state]
+        kind = {
+            State.SUCCEEDED: CauseKind.NONE,
+            State.FAILED: CauseKind.NON_ZERO_EXIT,
+            State.CANCELLED: CauseKind.CANCELLED,
+        }[state]
         return OutcomeCommitted(
-            job_id=job_id, seq=seq, at=T0 + timedelta(seconds=seq), state=state,
+            job_id=job_id,
+            seq=seq,
+            at=T0 + timedelta(seconds=seq),
+            state=state,
             cause=Cause(kind=kind, provenance=Provenance.SCHEDULER, detail="exit 0"),
         )
 

@@ -77,8 +77,18 @@ class TestRecordStoreContract:
 
     @pytest.mark.parametrize(
         "case",
-        ["gap", "repeat", "wrong-start", "first-not-created", "created-twice", "other-job",
-         "empty", "negative-version", "not-an-event", "lease-of-other-job"],
+        [
+            "gap",
+            "repeat",
+            "wrong-start",
+            "first-not-created",
+            "created-twice",
+            "other-job",
+            "empty",
+            "negative-version",
+            "not-an-event",
+            "lease-of-other-job",
+        ],
     )
     def test_bad_batch_is_refused_and_changes_nothing_S33_S36(self, harness, store, ev, case):
         """A batch whose seqs do not run expected_version+1, +2, … (or is otherwise not a
@@ -96,7 +106,10 @@ class TestRecordStoreContract:
             "negative-version": (-1, [ev.requested("job-a", 0 + 1)], None),
             "not-an-event": (2, [ev.requested("job-a", 3), {"type": "hold-placed"}], None),
             "lease-of-other-job": (
-                2, [ev.requested("job-a", 3)], Lease("job-b", "sup", 1, T0 + TTL)),
+                2,
+                [ev.requested("job-a", 3)],
+                Lease("job-b", "sup", 1, T0 + TTL),
+            ),
         }[case]
         job = "job-b" if case == "first-not-created" else "job-a"
         with pytest.raises(BadInput) as refused:
@@ -136,12 +149,14 @@ class TestRecordStoreContract:
     def test_append_many_keeps_the_others_when_one_conflicts_S33(self, harness, store, ev):
         for job in ("job-a", "job-b", "job-c"):
             store.append(job, 0, ev.record(job, 2))
-        result = store.append_many([
-            Batch("job-a", 2, [ev.requested("job-a", 3), ev.object_created("job-a", 4)]),
-            Batch("job-b", 1, [ev.requested("job-b", 2, submission=5)]),
-            Batch("job-c", 2, [ev.outcome("job-c", 3)]),
-            Batch("job-d", 0, ev.record("job-d", 1)),
-        ])
+        result = store.append_many(
+            [
+                Batch("job-a", 2, [ev.requested("job-a", 3), ev.object_created("job-a", 4)]),
+                Batch("job-b", 1, [ev.requested("job-b", 2, submission=5)]),
+                Batch("job-c", 2, [ev.outcome("job-c", 3)]),
+                Batch("job-d", 0, ev.record("job-d", 1)),
+            ]
+        )
         assert result["job-a"] == 4 and result["job-c"] == 3 and result["job-d"] == 1
         assert isinstance(result["job-b"], VersionConflict)
         assert len(store.read("job-a")) == 4
@@ -163,10 +178,12 @@ class TestRecordStoreContract:
             "INSERT INTO dispatch_events (job_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)",
             ("job-a", 3, planted.type, "2026-03-01T12:00:03+00:00", planted.model_dump_json()),
         )
-        result = store.append_many([
-            Batch("job-a", 1, [ev.requested("job-a", 2), ev.object_created("job-a", 3)]),
-            Batch("job-b", 1, [ev.requested("job-b", 2)]),
-        ])
+        result = store.append_many(
+            [
+                Batch("job-a", 1, [ev.requested("job-a", 2), ev.object_created("job-a", 3)]),
+                Batch("job-b", 1, [ev.requested("job-b", 2)]),
+            ]
+        )
         assert isinstance(result["job-a"], RecordConflict)
         assert "(job_id, seq)" in str(result["job-a"]) and "'job-a'" in str(result["job-a"])
         assert result["job-b"] == 2
@@ -181,15 +198,19 @@ class TestRecordStoreContract:
         store.append("job-a", 0, ev.record("job-a", 1))
         before = snapshot(harness)
         with pytest.raises(BadInput, match="job 'job-b'"):
-            store.append_many([
-                Batch("job-a", 1, [ev.requested("job-a", 2)]),
-                Batch("job-b", 0, [ev.created("job-b"), ev.requested("job-b", 3)]),
-            ])
+            store.append_many(
+                [
+                    Batch("job-a", 1, [ev.requested("job-a", 2)]),
+                    Batch("job-b", 0, [ev.created("job-b"), ev.requested("job-b", 3)]),
+                ]
+            )
         with pytest.raises(BadInput, match="twice"):
-            store.append_many([
-                Batch("job-a", 1, [ev.requested("job-a", 2)]),
-                Batch("job-a", 2, [ev.requested("job-a", 3)]),
-            ])
+            store.append_many(
+                [
+                    Batch("job-a", 1, [ev.requested("job-a", 2)]),
+                    Batch("job-a", 2, [ev.requested("job-a", 3)]),
+                ]
+            )
         assert snapshot(harness) == before
 
     def test_append_many_of_many_jobs_in_one_call_S33_S32(self, store, ev):
@@ -262,7 +283,9 @@ class TestRecordStoreContract:
         children = [
             subprocess.Popen(
                 [sys.executable, "-c", code, str(me), json.dumps(jobs)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             for me in (1, 2)
         ]
@@ -287,8 +310,12 @@ class TestRecordStoreContract:
             (lambda d: d.update(priority=7), "priority", 7),
             (lambda d: d["cause"].update(provenance="oracle"), "cause.provenance", "oracle"),
         ],
-        ids=["unknown-cause-kind", "unknown-event-type", "field-from-newer-build",
-             "unknown-provenance"],
+        ids=[
+            "unknown-cause-kind",
+            "unknown-event-type",
+            "field-from-newer-build",
+            "unknown-provenance",
+        ],
     )
     def test_undecodable_row_names_job_seq_and_field_and_changes_nothing_S6_S36(
         self, harness, store, ev, mutate, field, value
@@ -332,8 +359,13 @@ class TestRecordStoreContract:
         store.append("job-a", 0, ev.record("job-a", 1))
         harness.raw(
             "INSERT INTO dispatch_events (job_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)",
-            ("job-a", 2, "hold-placed", "2026-03-01T12:00:02+00:00",
-             ev.hold("job-z", 2).model_dump_json()),
+            (
+                "job-a",
+                2,
+                "hold-placed",
+                "2026-03-01T12:00:02+00:00",
+                ev.hold("job-z", 2).model_dump_json(),
+            ),
         )
         with pytest.raises(DecodeError, match="job 'job-z'") as refused:
             store.read("job-a")
@@ -358,11 +390,19 @@ class TestRecordStoreContract:
         store.append("job-a", 1, [ev.requested("job-a", 2)])
         events, position = store.read_since(0)
         assert [(e.job_id, e.seq) for e in events] == [
-            ("job-a", 1), ("job-b", 1), ("job-b", 2), ("job-a", 2)]
+            ("job-a", 1),
+            ("job-b", 1),
+            ("job-b", 2),
+            ("job-a", 2),
+        ]
         assert store.read_since(position) == ([], position)
         other.append("job-b", 2, [ev.outcome("job-b", 3)])
-        store.append_many([Batch("job-a", 2, [ev.object_created("job-a", 3)]),
-                           Batch("job-c", 0, ev.record("job-c", 1))])
+        store.append_many(
+            [
+                Batch("job-a", 2, [ev.object_created("job-a", 3)]),
+                Batch("job-c", 0, ev.record("job-c", 1)),
+            ]
+        )
         new, later = store.read_since(position)
         assert [(e.job_id, e.seq) for e in new] == [("job-b", 3), ("job-a", 3), ("job-c", 1)]
         assert later > position
@@ -382,10 +422,12 @@ class TestRecordStoreContract:
             job = f"job-{index}"
             writers[index].append(job, 0, ev.record(job, 1))
             for seq in range(2, 61):
-                writers[index].append_many([
-                    Batch(job, seq - 1, [ev.requested(job, seq)]),
-                    Batch(f"{job}-{seq}", 0, ev.record(f"{job}-{seq}", 1)),
-                ])
+                writers[index].append_many(
+                    [
+                        Batch(job, seq - 1, [ev.requested(job, seq)]),
+                        Batch(f"{job}-{seq}", 0, ev.record(f"{job}-{seq}", 1)),
+                    ]
+                )
 
         def follow() -> None:
             position = 0
@@ -426,14 +468,16 @@ class TestRecordStoreContract:
             assert len(page) <= 3
             seen += page
         assert [(e.job_id, e.seq) for e in seen] == [
-            (f"job-{n}", s) for n in range(7) for s in (1, 2)]
+            (f"job-{n}", s) for n in range(7) for s in (1, 2)
+        ]
         with pytest.raises(BadInput, match="limit"):
             store.read_since(0, limit=0)
 
     def test_active_jobs_excludes_committed_outcomes(self, store, ev):
         store.append("job-a", 0, ev.record("job-a", 2))
-        store.append("job-b", 0, ev.record("job-b", 1, backend="slurm",
-                                            at=T0 + timedelta(minutes=1)))
+        store.append(
+            "job-b", 0, ev.record("job-b", 1, backend="slurm", at=T0 + timedelta(minutes=1))
+        )
         store.append("job-c", 0, ev.record("job-c", 1, at=T0 + timedelta(minutes=2)))
         store.append("job-c", 1, [ev.outcome("job-c", 2, State.FAILED)])
         assert store.active_jobs() == ["job-a", "job-b"]
@@ -452,8 +496,11 @@ class TestRecordStoreContract:
 
     def test_jobs_lists_summaries_newest_first_with_filters(self, store, ev):
         store.append("job-a", 0, ev.record("job-a", 1, name="old"))
-        store.append("job-b", 0, ev.record("job-b", 3, name="mid", backend="slurm",
-                                            at=T0 + timedelta(hours=1)))
+        store.append(
+            "job-b",
+            0,
+            ev.record("job-b", 3, name="mid", backend="slurm", at=T0 + timedelta(hours=1)),
+        )
         store.append("job-c", 0, ev.record("job-c", 1, at=T0 + timedelta(hours=2)))
         store.append("job-c", 1, [ev.outcome("job-c", 2, State.SUCCEEDED)])
         everything = store.jobs()
@@ -475,7 +522,8 @@ class TestRecordStoreContract:
         assert set(got) == {"job-a", "job-b"}
         assert got["job-a"] == Lease("job-a", "sup-1", 1, T0 + TTL)
         assert store.acquire_leases(["job-a", "job-c"], "sup-2", TTL, T0 + TTL / 2) == {
-            "job-c": Lease("job-c", "sup-2", 1, T0 + TTL / 2 + TTL)}
+            "job-c": Lease("job-c", "sup-2", 1, T0 + TTL / 2 + TTL)
+        }
 
     def test_renewal_keeps_the_token_and_extends_S35(self, store):
         store.acquire_leases(["job-a"], "sup-1", TTL, T0)
@@ -511,10 +559,12 @@ class TestRecordStoreContract:
             store.append(job, 0, ev.record(job, 1))
         mine = store.acquire_leases(["job-a", "job-b"], "sup-1", TTL, T0)
         store.acquire_leases(["job-b"], "sup-2", TTL, T0 + TTL)
-        result = store.append_many([
-            Batch("job-a", 1, [ev.requested("job-a", 2)], mine["job-a"]),
-            Batch("job-b", 1, [ev.requested("job-b", 2)], mine["job-b"]),
-        ])
+        result = store.append_many(
+            [
+                Batch("job-a", 1, [ev.requested("job-a", 2)], mine["job-a"]),
+                Batch("job-b", 1, [ev.requested("job-b", 2)], mine["job-b"]),
+            ]
+        )
         assert result["job-a"] == 2
         assert isinstance(result["job-b"], LeaseConflict)
         assert len(store.read("job-b")) == 1

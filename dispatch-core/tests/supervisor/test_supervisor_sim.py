@@ -33,8 +33,15 @@ class Rig:
         return Supervisor(self.store, self.registry, owner=owner, clock=self.sched.now)
 
     def job(self, *rules, job_id: str | None = None) -> str:  # type: ignore[no-untyped-def]
-        return create_job(self.store, self.registry, backend="simulated", spec=SPEC,
-                          policy=policy(*rules), job_id=job_id, now=self.sched.now())
+        return create_job(
+            self.store,
+            self.registry,
+            backend="simulated",
+            spec=SPEC,
+            policy=policy(*rules),
+            job_id=job_id,
+            now=self.sched.now(),
+        )
 
     def status(self, job_id: str):  # type: ignore[no-untyped-def]
         return status_of(self.store, self.registry, job_id)
@@ -91,7 +98,11 @@ def test_exit_1_is_held_then_released_by_a_person_S14(rig: Rig) -> None:
     rig.sched.advance(60)
     rig.sup.tick()
     assert rig.status(job).state is State.HELD and len(rig.objects(job)) == 1  # stays held
-    append_request(rig.store, load_job(rig.store, job), resubmit(load_job(rig.store, job), actor="ann", now=rig.sched.now()))
+    append_request(
+        rig.store,
+        load_job(rig.store, job),
+        resubmit(load_job(rig.store, job), actor="ann", now=rig.sched.now()),
+    )
     rig.sup.tick()
     rig.sched.advance(2)
     rig.sup.tick()
@@ -109,8 +120,14 @@ def test_submit_lost_in_a_crash_is_adopted_not_repeated_S34(rig: Rig) -> None:
         if step == "submitted":
             raise Crash(step)
 
-    dying = Supervisor(rig.store, rig.registry, owner="dying", clock=rig.sched.now, step=crash,
-                       lease_ttl=timedelta(seconds=10))
+    dying = Supervisor(
+        rig.store,
+        rig.registry,
+        owner="dying",
+        clock=rig.sched.now,
+        step=crash,
+        lease_ttl=timedelta(seconds=10),
+    )
     with pytest.raises(Crash):
         dying.tick()
     assert len(rig.objects(job)) == 1
@@ -134,7 +151,9 @@ def test_second_object_for_one_submission_is_stopped_as_duplicate_S34(rig: Rig) 
     assert len(objs) == 2
     kept = load_job(rig.store, job).current.object_id  # type: ignore[union-attr]
     other = next(o for o in objs if o.object_id != kept)
-    assert other.ended and "second object for submission 1" in " ".join(str(e.reason) for e in other.executions)
+    assert other.ended and "second object for submission 1" in " ".join(
+        str(e.reason) for e in other.executions
+    )
     assert rig.status(job).state is State.RUNNING
 
 
@@ -204,7 +223,11 @@ def test_cancel_through_the_record_stops_the_object_S12(rig: Rig) -> None:
     rig.sched.plan(job, 1, runs_forever())
     rig.sup.tick()
     rig.sched.advance(1)
-    append_request(rig.store, load_job(rig.store, job), cancel(load_job(rig.store, job), actor="bob", now=rig.sched.now()))
+    append_request(
+        rig.store,
+        load_job(rig.store, job),
+        cancel(load_job(rig.store, job), actor="bob", now=rig.sched.now()),
+    )
     rig.sup.tick()
     rig.sched.advance(1)
     rig.sup.tick()

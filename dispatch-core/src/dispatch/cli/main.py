@@ -42,7 +42,9 @@ def handles_errors(fn: F) -> F:
             if kwargs.get("as_json"):
                 from dispatch.cli.render import emit_json
 
-                emit_json({"error": {"type": type(exc).__name__, "message": str(exc), "exit_code": code}})
+                emit_json(
+                    {"error": {"type": type(exc).__name__, "message": str(exc), "exit_code": code}}
+                )
             click.echo(f"dispatch: {exc}", err=True)
             sys.exit(code)
 
@@ -78,9 +80,14 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--store", "store_url", envvar="DISPATCH_STORE", metavar="URL",
-              help="Record store: sqlite:///path.db or postgresql://... "
-                   "[default: $XDG_STATE_HOME/dispatch/record.db; env DISPATCH_STORE]")
+@click.option(
+    "--store",
+    "store_url",
+    envvar="DISPATCH_STORE",
+    metavar="URL",
+    help="Record store: sqlite:///path.db or postgresql://... "
+    "[default: $XDG_STATE_HOME/dispatch/record.db; env DISPATCH_STORE]",
+)
 @click.version_option(package_name="dispatch-core")
 @click.pass_context
 def cli(ctx: click.Context, store_url: str | None) -> None:
@@ -101,16 +108,22 @@ def backends(c: Context, as_json: bool) -> None:
     rows = []
     for name, backend in sorted(loaded.items()):
         decl = backend.declarations
-        rows.append({
-            "name": name, "distribution": backend.distribution, "version": backend.version,
-            "declarations": decl.model_dump(mode="json"),
-        })
+        rows.append(
+            {
+                "name": name,
+                "distribution": backend.distribution,
+                "version": backend.version,
+                "declarations": decl.model_dump(mode="json"),
+            }
+        )
     if as_json:
         emit_json({"backends": rows, "broken": broken})
         return
     for row in rows:
         d = row["declarations"]
-        click.echo(f"{row['name']}  ({row['distribution'] or 'registered directly'} {row['version']})")
+        click.echo(
+            f"{row['name']}  ({row['distribution'] or 'registered directly'} {row['version']})"
+        )
         click.echo(f"  node-loss window  {d['node_loss_window']}")
         click.echo(f"  native actions    {', '.join(sorted(d['native_actions'])) or 'none'}")
         click.echo(f"  capabilities      {', '.join(sorted(d['capabilities'])) or 'none'}")
@@ -123,8 +136,13 @@ def backends(c: Context, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--backend", required=True, help="Backend to bind the policy to.")
-@click.option("--policy", "policy_file", required=True, type=click.Path(path_type=Path),
-              help="Policy file (TOML).")
+@click.option(
+    "--policy",
+    "policy_file",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Policy file (TOML).",
+)
 @json_option
 @pass_ctx
 @handles_errors
@@ -144,11 +162,19 @@ def plan(c: Context, backend: str, policy_file: Path, as_json: bool) -> None:
 # ---------------------------------------------------------------------- submit
 @cli.command(context_settings={"allow_interspersed_args": False})
 @click.option("--backend", default="local", show_default=True, help="Where to run it.")
-@click.option("--policy", "policy_file", type=click.Path(path_type=Path),
-              help="Recovery policy (TOML). Without one, every ending but success fails the job.")
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(path_type=Path),
+    help="Recovery policy (TOML). Without one, every ending but success fails the job.",
+)
 @click.option("--name", help="A name for people; defaults to the command.")
-@click.option("--script", "script_file", type=click.Path(path_type=Path),
-              help="Run this script instead of a command.")
+@click.option(
+    "--script",
+    "script_file",
+    type=click.Path(path_type=Path),
+    help="Run this script instead of a command.",
+)
 @click.option("--nodes", type=int, default=1, show_default=True)
 @click.option("--tasks-per-node", type=int, default=1, show_default=True)
 @click.option("--cpus-per-task", type=int)
@@ -157,20 +183,46 @@ def plan(c: Context, backend: str, policy_file: Path, as_json: bool) -> None:
 @click.option("--time", "time_limit", help="Time limit: seconds, 90m, or [D-]HH:MM:SS.")
 @click.option("--workdir", help="Working directory of the job.")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="Environment (repeatable).")
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
-              help="Backend option (repeatable); `dispatch backends` lists them.")
+@click.option(
+    "--option",
+    "-o",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Backend option (repeatable); `dispatch backends` lists them.",
+)
 @click.option("--wait", is_flag=True, help="Supervise here until the job ends or is held.")
-@click.option("--interval", type=float, default=2.0, show_default=True,
-              help="Seconds between checks with --wait.")
+@click.option(
+    "--interval",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="Seconds between checks with --wait.",
+)
 @click.argument("command", nargs=-1)
 @json_option
 @pass_ctx
 @handles_errors
-def submit(c: Context, backend: str, policy_file: Path | None, name: str | None,
-           script_file: Path | None, nodes: int, tasks_per_node: int, cpus_per_task: int | None,
-           gpus_per_node: int | None, mem: str | None, time_limit: str | None,
-           workdir: str | None, env: tuple[str, ...], options: tuple[str, ...], wait: bool,
-           interval: float, command: tuple[str, ...], as_json: bool) -> None:
+def submit(
+    c: Context,
+    backend: str,
+    policy_file: Path | None,
+    name: str | None,
+    script_file: Path | None,
+    nodes: int,
+    tasks_per_node: int,
+    cpus_per_task: int | None,
+    gpus_per_node: int | None,
+    mem: str | None,
+    time_limit: str | None,
+    workdir: str | None,
+    env: tuple[str, ...],
+    options: tuple[str, ...],
+    wait: bool,
+    interval: float,
+    command: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Submit COMMAND (after --) or --script FILE; print the job id.
 
     \b
@@ -193,24 +245,38 @@ def submit(c: Context, backend: str, policy_file: Path | None, name: str | None,
             raise BadInput(f"--script {script_file}: {exc.strerror}") from exc
     policy = load_policy(policy_file) if policy_file else RecoveryPolicy()
     resources = Resources(
-        nodes=_positive(nodes, "--nodes"), tasks_per_node=_positive(tasks_per_node, "--tasks-per-node"),
-        cpus_per_task=cpus_per_task, gpus_per_node=gpus_per_node,
+        nodes=_positive(nodes, "--nodes"),
+        tasks_per_node=_positive(tasks_per_node, "--tasks-per-node"),
+        cpus_per_task=cpus_per_task,
+        gpus_per_node=gpus_per_node,
         memory_mb=units.megabytes(mem) if mem else None,
         time_limit=units.duration(time_limit) if time_limit else None,
     )
     spec = JobSpec(
         name=name or (script_file.name if script_file else Path(command[0]).name),
-        command=tuple(command), script=script, env=_pairs(env, "--env"), workdir=workdir,
-        resources=resources, options=_pairs(options, "--option"),
+        command=tuple(command),
+        script=script,
+        env=_pairs(env, "--env"),
+        workdir=workdir,
+        resources=resources,
+        options=_pairs(options, "--option"),
     )
     bound = bind_plan(c.registry, backend, policy)
     if bound.uncovered and not as_json:
-        click.echo("uncovered causes (these will fail the job): "
-                   + ", ".join(sorted(k.value for k in bound.uncovered)), err=True)
+        click.echo(
+            "uncovered causes (these will fail the job): "
+            + ", ".join(sorted(k.value for k in bound.uncovered)),
+            err=True,
+        )
     for b in bound.unenforced:
-        click.echo(f"warning: rule {b.index + 1} ({b.rule.describe()}) is not enforced by "
-                   f"{backend}; its causes will fail the job", err=True)
-    job_id = create_job(c.store, c.registry, backend=backend, spec=spec, policy=policy, actor=_actor())
+        click.echo(
+            f"warning: rule {b.index + 1} ({b.rule.describe()}) is not enforced by "
+            f"{backend}; its causes will fail the job",
+            err=True,
+        )
+    job_id = create_job(
+        c.store, c.registry, backend=backend, spec=spec, policy=policy, actor=_actor()
+    )
     if not wait:
         if as_json:
             from dispatch.cli.render import emit_json
@@ -283,8 +349,10 @@ def _follow(c: Context, job_id: str, interval: float, as_json: bool) -> None:
     if as_json:
         emit_json(status.model_dump(mode="json"))
     elif status.state is State.HELD:
-        click.echo(f"held: resolve with `dispatch resubmit {job_id}`, `dispatch cancel {job_id}` "
-                   f"or `dispatch give-up {job_id}`")
+        click.echo(
+            f"held: resolve with `dispatch resubmit {job_id}`, `dispatch cancel {job_id}` "
+            f"or `dispatch give-up {job_id}`"
+        )
     sys.exit(exit_codes.for_state(status.state))
 
 
@@ -309,8 +377,11 @@ def status(c: Context, job_id: str, no_record: bool, backend: str | None, as_jso
 
 
 @cli.command(name="list")
-@click.option("--state", type=click.Choice(["active", "succeeded", "failed", "cancelled"]),
-              help="Only jobs in this state (from the record).")
+@click.option(
+    "--state",
+    type=click.Choice(["active", "succeeded", "failed", "cancelled"]),
+    help="Only jobs in this state (from the record).",
+)
 @click.option("--limit", type=int, default=None)
 @json_option
 @pass_ctx
@@ -321,15 +392,25 @@ def list_jobs(c: Context, state: str | None, limit: int | None, as_json: bool) -
 
     rows = c.store.jobs(state=state, limit=limit)
     if as_json:
-        emit_json([{
-            "job_id": r.job_id, "name": r.name, "backend": r.backend,
-            "created_at": r.created_at.isoformat(),
-            "outcome": r.outcome.value if r.outcome else None, "version": r.version,
-        } for r in rows])
+        emit_json(
+            [
+                {
+                    "job_id": r.job_id,
+                    "name": r.name,
+                    "backend": r.backend,
+                    "created_at": r.created_at.isoformat(),
+                    "outcome": r.outcome.value if r.outcome else None,
+                    "version": r.version,
+                }
+                for r in rows
+            ]
+        )
         return
     for r in rows:
         outcome = r.outcome.value if r.outcome else "active"
-        click.echo(f"{r.job_id}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.backend:<10} {outcome:<10} {r.name}")
+        click.echo(
+            f"{r.job_id}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.backend:<10} {outcome:<10} {r.name}"
+        )
 
 
 @cli.command()
@@ -346,11 +427,17 @@ def history(c: Context, job_id: str, as_json: bool) -> None:
     if as_json:
         emit_json([t.model_dump(mode="json") for t in job.history])
         return
-    from dispatch.status import Status  # history only: no scheduler call needed
     from dispatch.enums import Level
+    from dispatch.status import Status  # history only: no scheduler call needed
 
-    shown = Status(job_id=job.job_id, state=job.outcome.state if job.outcome else "pending",
-                   level=Level.RECORD, settled=True, at=job.created_at, history=job.history)
+    shown = Status(
+        job_id=job.job_id,
+        state=job.outcome.state if job.outcome else "pending",
+        level=Level.RECORD,
+        settled=True,
+        at=job.created_at,
+        history=job.history,
+    )
     click.echo(history_text(shown))
 
 
@@ -381,11 +468,16 @@ def _request(c: Context, job_id: str, make: Callable[..., Any], as_json: bool, d
     report = supervisor.tick()
     supervisor.release()
     if report.unreachable:
-        click.echo(f"{done}; the scheduler is unreachable, a supervisor will carry it out: "
-                   + "; ".join(report.unreachable.values()), err=True)
+        click.echo(
+            f"{done}; the scheduler is unreachable, a supervisor will carry it out: "
+            + "; ".join(report.unreachable.values()),
+            err=True,
+        )
     result = status_of(c.store, c.registry, job_id) if not report.unreachable else None
     if as_json:
-        emit_json(result.model_dump(mode="json") if result else {"job_id": job_id, "recorded": True})
+        emit_json(
+            result.model_dump(mode="json") if result else {"job_id": job_id, "recorded": True}
+        )
     elif result is not None:
         click.echo(done)
         click.echo(status_text(result))
@@ -405,7 +497,13 @@ def cancel(c: Context, job_id: str, as_json: bool) -> None:
     from dispatch import requests
 
     actor = _actor()
-    _request(c, job_id, lambda job: requests.cancel(job, actor=actor, now=_now()), as_json, "cancel requested")
+    _request(
+        c,
+        job_id,
+        lambda job: requests.cancel(job, actor=actor, now=_now()),
+        as_json,
+        "cancel requested",
+    )
 
 
 @cli.command()
@@ -418,7 +516,13 @@ def resubmit(c: Context, job_id: str, as_json: bool) -> None:
     from dispatch import requests
 
     actor = _actor()
-    _request(c, job_id, lambda job: requests.resubmit(job, actor=actor, now=_now()), as_json, "resubmitted")
+    _request(
+        c,
+        job_id,
+        lambda job: requests.resubmit(job, actor=actor, now=_now()),
+        as_json,
+        "resubmitted",
+    )
 
 
 @cli.command(name="give-up")
@@ -431,7 +535,9 @@ def give_up(c: Context, job_id: str, as_json: bool) -> None:
     from dispatch import requests
 
     actor = _actor()
-    _request(c, job_id, lambda job: requests.give_up(job, actor=actor, now=_now()), as_json, "gave up")
+    _request(
+        c, job_id, lambda job: requests.give_up(job, actor=actor, now=_now()), as_json, "gave up"
+    )
 
 
 @cli.command()
@@ -461,9 +567,15 @@ def _now() -> Any:
 @cli.command()
 @click.option("--once", is_flag=True, help="Run one tick and exit.")
 @click.option("--interval", type=float, default=5.0, show_default=True)
-@click.option("--lease", "lease_seconds", type=float, default=90.0, show_default=True,
-              help="Seconds a job stays this supervisor's after its last tick; another "
-                   "supervisor takes over a crashed one's jobs after that.")
+@click.option(
+    "--lease",
+    "lease_seconds",
+    type=float,
+    default=90.0,
+    show_default=True,
+    help="Seconds a job stays this supervisor's after its last tick; another "
+    "supervisor takes over a crashed one's jobs after that.",
+)
 @json_option
 @pass_ctx
 @handles_errors
@@ -474,7 +586,6 @@ def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_
     import signal
     import threading
 
-    from dispatch.cli.render import emit_json
     from dispatch.supervisor import Supervisor
 
     crash_at = os.environ.get("DISPATCH_CRASH_AT")
@@ -485,15 +596,19 @@ def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_
 
     from datetime import timedelta
 
-    supervisor = Supervisor(c.store, c.registry, step=step, lease_ttl=timedelta(seconds=lease_seconds))
+    supervisor = Supervisor(
+        c.store, c.registry, step=step, lease_ttl=timedelta(seconds=lease_seconds)
+    )
     stop = threading.Event()
 
     def report_tick(report: Any) -> None:
         if as_json:
             click.echo(_json_line(dataclasses.asdict(report)))
         else:
-            bits = [f"{report.at:%H:%M:%S} active={report.active} appended={report.appended} "
-                    f"submitted={report.submitted} stopped={report.stopped}"]
+            bits = [
+                f"{report.at:%H:%M:%S} active={report.active} appended={report.appended} "
+                f"submitted={report.submitted} stopped={report.stopped}"
+            ]
             bits += [f"unreachable {k}: {v}" for k, v in report.unreachable.items()]
             bits += [f"error: {e}" for e in report.errors]
             click.echo("  ".join(bits), err=not once)

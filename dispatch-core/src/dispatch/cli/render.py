@@ -34,7 +34,8 @@ def status_text(status: Status) -> str:
     lines = [
         f"job       {status.job_id}" + (f"  ({status.name})" if status.name else ""),
         f"backend   {status.backend or '-'}",
-        f"state     {status.state.value}" + ("" if status.settled else "  (not yet committed)")
+        f"state     {status.state.value}"
+        + ("" if status.settled else "  (not yet committed)")
         + ("" if status.level.value == "record" else f"  [{status.level.value}: no record]"),
         f"cause     {cause_line(status.cause)}",
     ]
@@ -84,7 +85,9 @@ def plan_text(plan: Plan) -> str:
         lines.append("rules: none")
     for b in plan.bindings:
         mark = "" if b.enforced else "   <- NOT ENFORCED: this cause will fail the job"
-        lines.append(f"  rule {b.index + 1}: {b.rule.describe()} -> enforced by {b.enforcer.value}{mark}")
+        lines.append(
+            f"  rule {b.index + 1}: {b.rule.describe()} -> enforced by {b.enforcer.value}{mark}"
+        )
     uncovered = sorted(k.value for k in plan.uncovered)
     lines.append("uncovered causes (will fail the job): " + (", ".join(uncovered) or "none"))
     impossible = sorted(k.value for k in plan.impossible)
@@ -97,8 +100,12 @@ def plan_json(plan: Plan) -> dict[str, Any]:
     return {
         "backend": plan.declarations.name,
         "rules": [
-            {"rule": b.index + 1, **b.rule.model_dump(mode="json"), "enforcer": b.enforcer.value,
-             "enforced": b.enforced}
+            {
+                "rule": b.index + 1,
+                **b.rule.model_dump(mode="json"),
+                "enforcer": b.enforcer.value,
+                "enforced": b.enforced,
+            }
             for b in plan.bindings
         ],
         "uncovered": sorted(k.value for k in plan.uncovered),

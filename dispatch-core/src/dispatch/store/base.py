@@ -191,9 +191,7 @@ def prepare(batches: Iterable[Batch]) -> list[Prepared]:
     return prepared
 
 
-def check(
-    item: Prepared, version: int, held: tuple[str, int] | None
-) -> RecordConflict | None:
+def check(item: Prepared, version: int, held: tuple[str, int] | None) -> RecordConflict | None:
     """The conflict an append meets, given the job's version and lease read in its transaction."""
 
     batch = item.batch
@@ -402,9 +400,7 @@ class RecordStore(abc.ABC):
         """Jobs without an outcome-committed event, oldest first: what a supervisor watches."""
 
     @abc.abstractmethod
-    def jobs(
-        self, state: str | State | None = None, limit: int | None = None
-    ) -> list[JobSummary]:
+    def jobs(self, state: str | State | None = None, limit: int | None = None) -> list[JobSummary]:
         """Summaries for ``dispatch list``, newest first.
 
         ``state`` is None (all), ``"active"`` (no committed outcome) or a terminal state

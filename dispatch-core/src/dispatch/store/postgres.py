@@ -96,8 +96,11 @@ def _describe(dsn: str) -> str:
     """The DSN without its password, for messages."""
     from dispatch.store import redact
 
-    return redact(dsn) if "://" in dsn else "PostgreSQL " + " ".join(
-        part for part in dsn.split() if not part.startswith("password=")
+    return (
+        redact(dsn)
+        if "://" in dsn
+        else "PostgreSQL "
+        + " ".join(part for part in dsn.split() if not part.startswith("password="))
     )
 
 
