@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-from dispatch import CauseKind, JobSpec, Phase, Provenance, Resources, SubmitRefused
+from dispatch import Action, CauseKind, JobSpec, Phase, Provenance, Resources, SubmitRefused
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.emulator import Emulator
@@ -230,7 +230,7 @@ def test_jobset_restart_is_observed_as_executions(
     restart is a new execution; the ended one keeps its root cause."""
     emulator.add_runtime("restarting", failure_policy=RESTARTING)
     backend = make_backend(native_restart=True, runtime="restarting")
-    assert backend.dispatch_declare().native_actions == {__import__("dispatch").Action.RESTART}
+    assert backend.dispatch_declare().native_actions == {Action.RESTART}
     name = submit(backend)
     emulator.preempt(name, pod=2)
     waiting = view(backend)

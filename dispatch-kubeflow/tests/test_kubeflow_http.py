@@ -251,12 +251,7 @@ def test_stopped_object_still_listed_shows_cancelled(
 ) -> None:
     """A finalizer keeps the stopped TrainJob listed: it ended cancelled, by dispatch."""
     object_id = backend.dispatch_submit(job_id="job-f", submission=1, spec=SPEC, gated=False)
-    tj = emulator.store.raw(
-        __import__("dispatch_kubeflow.emulator.store", fromlist=["TRAINJOB"]).TRAINJOB,
-        "default",
-        name_of(object_id),
-    )
-    tj["metadata"]["finalizers"] = ["example.com/audit"]
+    emulator.add_finalizer(name_of(object_id), "example.com/audit")
     backend.dispatch_stop(object_id=object_id, cause=CANCEL)
     view = only(backend, "job-f")
     assert view.phase is Phase.ENDED and view.cause.kind is CauseKind.CANCELLED

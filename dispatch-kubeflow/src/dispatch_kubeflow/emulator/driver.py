@@ -490,10 +490,17 @@ class Emulator:
         visible with a deletionTimestamp."""
         with self.store.lock:
             if finalizer:
-                tj = self.store.raw(TRAINJOB, self.namespace, name)
-                tj["metadata"].setdefault("finalizers", []).append(finalizer)
+                self.add_finalizer(name, finalizer)
             self.store.delete(TRAINJOB, self.namespace, name, policy, None)
             self.reconcile()
+
+    def add_finalizer(self, name: str, finalizer: str) -> None:
+        """Another controller puts its finalizer on the TrainJob (it then stays listed,
+        with a deletionTimestamp, after a delete)."""
+        with self.store.lock:
+            tj = self.store.raw(TRAINJOB, self.namespace, name)
+            tj["metadata"].setdefault("finalizers", []).append(finalizer)
+            self.store.touch(tj)
 
     def fail_unmappable(
         self,
