@@ -124,7 +124,12 @@ def backends(c: Context, as_json: bool) -> None:
         click.echo(
             f"{row['name']}  ({row['distribution'] or 'registered directly'} {row['version']})"
         )
-        click.echo(f"  node-loss window  {d['node_loss_window']}")
+        click.echo(f"  node-loss window  {_seconds(decl.node_loss_window)}")
+        if decl.pending_windows:
+            windows = ", ".join(
+                f"{k.value} {_seconds(v)}" for k, v in sorted(decl.pending_windows.items())
+            )
+            click.echo(f"  pending windows   {windows}")
         click.echo(f"  native actions    {', '.join(sorted(d['native_actions'])) or 'none'}")
         click.echo(f"  capabilities      {', '.join(sorted(d['capabilities'])) or 'none'}")
         click.echo(f"  reports           {', '.join(sorted(d['reports']))}")
@@ -253,7 +258,7 @@ def submit(
         time_limit=units.duration(time_limit) if time_limit else None,
     )
     spec = JobSpec(
-        name=name or (script_file.name if script_file else Path(command[0]).name),
+        name=name or _default_name(script_file, command),
         command=tuple(command),
         script=script,
         env=_pairs(env, "--env"),
@@ -288,6 +293,20 @@ def submit(
     if not as_json:
         click.echo(job_id)
     _follow(c, job_id, interval, as_json)
+
+
+_INTERPRETERS = {"sh", "bash", "python", "python3", "torchrun", "srun", "env", "uv", "deepspeed"}
+
+
+def _default_name(script_file: Path | None, command: tuple[str, ...]) -> str:
+    """The script's name, or the program's, skipping an interpreter in front of it."""
+    if script_file is not None:
+        return script_file.name
+    words = [w for w in command if not w.startswith("-")]
+    for word in words:
+        if Path(word).name not in _INTERPRETERS:
+            return Path(word).name
+    return Path(command[0]).name
 
 
 def _positive(value: int, option: str) -> int:
@@ -354,6 +373,14 @@ def _follow(c: Context, job_id: str, interval: float, as_json: bool) -> None:
             f"or `dispatch give-up {job_id}`"
         )
     sys.exit(exit_codes.for_state(status.state))
+
+
+def _seconds(delta: Any) -> str:
+    total = int(delta.total_seconds())
+    for unit, size in (("h", 3600), ("min", 60)):
+        if total >= size and total % size == 0:
+            return f"{total // size} {unit}"
+    return f"{total} s"
 
 
 # ---------------------------------------------------------------------- reading
