@@ -755,6 +755,7 @@ class Cluster:
                     {
                         "name": container.get("name", "node"),
                         "image": container.get("image", ""),
+                        "imageID": "",
                         "ready": False,
                         "restartCount": 0,
                         "state": {"waiting": {"reason": reason, "message": message}},
@@ -769,6 +770,7 @@ class Cluster:
                 {
                     "name": container.get("name", "node"),
                     "image": container.get("image", ""),
+                    "imageID": f"docker.io/library/emulated@sha256:{'0' * 64}",
                     "ready": True,
                     "restartCount": 0,
                     "started": True,
@@ -784,7 +786,8 @@ class Cluster:
         ``lastState.terminated`` + CrashLoopBackOff (OnFailure) with ``last_state``."""
         status = pod["status"]
         cs = (
-            status.get("containerStatuses") or [{"name": "node", "ready": False, "restartCount": 0}]
+            status.get("containerStatuses")
+            or [{"name": "node", "image": "", "imageID": "", "ready": False, "restartCount": 0}]
         )[0]
         started = (cs.get("state") or {}).get("running", {}).get("startedAt", self.now())
         terminated = {

@@ -1,0 +1,169 @@
+"""The emulated API server keeps the promises the adapter's tests rely on, checked with the
+official client over HTTP: server-side label selectors, the status subresource kept
+apart, 404/409 Status bodies, Foreground deletion held by a pod on a lost node, going
+away and coming back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dispatch_kubeflow.emulator import Emulator
+from dispatch_kubeflow.emulator.selectors import SelectorError, parse
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+G, V = "trainer.kubeflow.org", "v1alpha1"
+
+
+@pytest.fixture
+def api(emulator: Emulator, kubeconfig: Path) -> Iterator[client.ApiClient]:
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    with client.ApiClient(configuration) as api_client:
+        yield api_client
+
+
+def trainjob(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{G}/{V}",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}, **spec},
+    }
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("team=a", ["t1", "t2"]),
+        ("team!=a", ["t3", "t4"]),
+        ("team in (a,b)", ["t1", "t2", "t3"]),
+        ("team notin (a)", ["t3", "t4"]),
+        ("team", ["t1", "t2", "t3"]),
+        ("!team", ["t4"]),
+        ("team=a,tier in (gold)", ["t2"]),
+    ],
+)
+def test_label_selectors_are_applied_by_the_server(
+    api: client.ApiClient, selector: str, expected: list[str]
+) -> None:
+    custom = client.CustomObjectsApi(api)
+    for name, labels in [
+        ("t1", {"team": "a"}),
+        ("t2", {"team": "a", "tier": "gold"}),
+        ("t3", {"team": "b"}),
+        ("t4", {}),
+    ]:
+        custom.create_namespaced_custom_object(G, V, "default", "trainjobs", trainjob(name, labels))
+    found = custom.list_namespaced_custom_object(
+        G, V, "default", "trainjobs", label_selector=selector
+    )
+    assert [item["metadata"]["name"] for item in found["items"]] == expected
+
+
+def test_a_malformed_selector_is_refused() -> None:
+    with pytest.raises(SelectorError):
+        parse("team in a,b")
+
+
+def test_status_is_a_subresource(api: client.ApiClient, emulator: Emulator) -> None:
+    """A main-resource patch cannot write status; the status subresource can."""
+    custom = client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(G, V, "default", "trainjobs", trainjob("t1"))
+    fake = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    custom.patch_namespaced_custom_object(G, V, "default", "trainjobs", "t1", fake)
+    conditions = emulator.trainjob("t1")["status"].get("conditions", [])
+    assert all(c["type"] != "Complete" for c in conditions)
+    custom.patch_namespaced_custom_object_status(G, V, "default", "trainjobs", "t1", fake)
+    assert emulator.trainjob("t1")["status"]["conditions"] == fake["status"]["conditions"]
+
+
+def test_missing_and_duplicate_objects_answer_404_and_409(api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(api)
+    with pytest.raises(ApiException) as missing:
+        custom.get_namespaced_custom_object(G, V, "default", "trainjobs", "nope")
+    assert missing.value.status == 404
+    assert json.loads(missing.value.body)["reason"] == "NotFound"
+    custom.create_namespaced_custom_object(G, V, "default", "trainjobs", trainjob("t1"))
+    with pytest.raises(ApiException) as twice:
+        custom.create_namespaced_custom_object(G, V, "default", "trainjobs", trainjob("t1"))
+    assert twice.value.status == 409
+    assert "already exists" in json.loads(twice.value.body)["message"]
+
+
+def test_unknown_fields_are_pruned_unless_validation_is_strict(
+    api: client.ApiClient, emulator: Emulator
+) -> None:
+    custom = client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(
+        G, V, "default", "trainjobs", trainjob("t1", colour="blue")
+    )
+    assert "colour" not in emulator.trainjob("t1")["spec"]
+    with pytest.raises(ApiException) as strict:
+        custom.create_namespaced_custom_object(
+            G, V, "default", "trainjobs", trainjob("t2", colour="blue"), field_validation="Strict"
+        )
+    assert strict.value.status == 400
+    assert 'unknown field "spec.colour"' in json.loads(strict.value.body)["message"]
+
+
+def test_foreground_deletion_waits_for_a_pod_stuck_on_a_lost_node(
+    api: client.ApiClient, emulator: Emulator
+) -> None:
+    """Foreground keeps the owner until its dependents are gone; a pod on a NotReady node
+    stays Terminating until force-deleted."""
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    custom.create_namespaced_custom_object(G, V, "default", "trainjobs", trainjob("t1"))
+    emulator.lose_node("t1", pod=0)
+    custom.delete_namespaced_custom_object(
+        G,
+        V,
+        "default",
+        "trainjobs",
+        "t1",
+        body=client.V1DeleteOptions(propagation_policy="Foreground"),
+    )
+    held = emulator.trainjob("t1")
+    assert "deletionTimestamp" in held["metadata"]
+    (stuck,) = emulator.pods("t1")
+    assert "deletionTimestamp" in stuck["metadata"]
+    core.delete_namespaced_pod(stuck["metadata"]["name"], "default", grace_period_seconds=0)
+    assert emulator.names() == [] and emulator.pods("t1") == []
+
+
+def test_background_deletion_removes_the_owner_then_its_dependents(
+    api: client.ApiClient, emulator: Emulator
+) -> None:
+    custom = client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(G, V, "default", "trainjobs", trainjob("t1"))
+    assert len(emulator.pods("t1")) == 2
+    custom.delete_namespaced_custom_object(
+        G,
+        V,
+        "default",
+        "trainjobs",
+        "t1",
+        body=client.V1DeleteOptions(propagation_policy="Background"),
+    )
+    assert emulator.names() == [] and emulator.pods("t1") == []
+
+
+def test_going_away_refuses_connections_and_coming_back_keeps_the_objects(
+    api: client.ApiClient, emulator: Emulator
+) -> None:
+    custom = client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(G, V, "default", "trainjobs", trainjob("t1"))
+    emulator.go_unreachable()
+    with pytest.raises(Exception) as down:
+        custom.get_namespaced_custom_object(
+            G, V, "default", "trainjobs", "t1", _request_timeout=(1, 1)
+        )
+    assert not isinstance(down.value, ApiException)
+    emulator.come_back()
+    assert custom.get_namespaced_custom_object(G, V, "default", "trainjobs", "t1")["metadata"][
+        "uid"
+    ]
