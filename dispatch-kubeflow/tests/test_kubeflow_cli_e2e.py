@@ -110,6 +110,18 @@ def test_cli_submit_recovers_a_preempted_trainjob(
     recovery = status["history"][0]["cause"]
     assert "PreemptionByScheduler" in recovery["detail"] and recovery["provenance"] == "scheduler"
     assert [s["number"] for s in status["submissions"]] == [1, 2]
+    bare = subprocess.run(
+        [DISPATCH, "status", job_id, "--no-record", "--backend", "kubeflow", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert bare.returncode == 0, bare.stderr
+    object_only = json.loads(bare.stdout)
+    assert object_only["level"] == "object-only"  # S-29: never terminal without the record
+    assert object_only["state"] == "pending"
+    assert len(object_only["submissions"]) == 2
     shown_states = [line.split()[1] for line in out.splitlines()[1:] if len(line.split()) > 1]
     assert shown_states[-1] == "succeeded"
 
