@@ -1,0 +1,82 @@
+"""Each distribution builds its own wheel and installs alone (S-31): dispatch-core with no
+adapter, and dispatch-core + dispatch-slurm without the Kubernetes client. Real wheels,
+real clean virtual environments; dependencies come from the package index."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _run(*args: str | Path, cwd: Path | None = None) -> str:
+    out = subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=600)
+    assert out.returncode == 0, f"{args}: {out.stdout}\n{out.stderr}"
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("wheels")
+    built = {}
+    for dist in ("dispatch-core", "dispatch-slurm", "dispatch-kubeflow", "dispatch-testing"):
+        _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, ROOT / dist)
+        (wheel,) = out.glob(dist.replace("-", "_") + "-*.whl")
+        built[dist] = wheel
+    return built
+
+
+def _fresh(tmp: Path, name: str, *wheels: Path) -> Path:
+    env = tmp / name
+    venv.create(env, with_pip=True, clear=True)
+    _run(env / "bin" / "python", "-m", "pip", "install", "-q", *wheels)
+    return env
+
+
+PROBE = """
+import importlib.util, json, sys
+from dispatch.backends import Registry
+mods = {m: importlib.util.find_spec(m) is not None for m in sys.argv[1:]}
+print(json.dumps({"names": Registry.from_entry_points().names(), "mods": mods}))
+"""
+
+
+def _probe(env: Path) -> dict[str, object]:
+    import json
+
+    mods = ["dispatch_slurm", "dispatch_kubeflow", "kubernetes", "psycopg", "dispatch_testing"]
+    return json.loads(_run(env / "bin" / "python", "-c", PROBE, *mods))  # type: ignore[no-any-return]
+
+
+def test_core_alone_installs_and_runs_the_demo_path(wheels: dict[str, Path], tmp_path: Path) -> None:
+    env = _fresh(tmp_path, "core", wheels["dispatch-core"])
+    seen = _probe(env)
+    assert seen["names"] == ["local"]
+    assert not any(seen["mods"].values())  # type: ignore[attr-defined]
+    out = subprocess.run([env / "bin" / "dispatch", "submit", "--wait", "--interval", "0.2", "--", "true"],
+                         capture_output=True, text=True, env={"XDG_STATE_HOME": str(tmp_path / "s"), "PATH": "/usr/bin:/bin"},
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "succeeded" in out.stdout
+
+
+def test_core_and_slurm_without_kubernetes(wheels: dict[str, Path], tmp_path: Path) -> None:
+    env = _fresh(tmp_path, "slurm", wheels["dispatch-core"], wheels["dispatch-slurm"])
+    seen = _probe(env)
+    assert seen["names"] == ["local", "slurm"]
+    assert seen["mods"] == {"dispatch_slurm": True, "dispatch_kubeflow": False, "kubernetes": False,
+                            "psycopg": False, "dispatch_testing": False}
+    _run(env / "bin" / "dispatch", "backends")
+
+
+def test_core_and_kubeflow_and_the_kit(wheels: dict[str, Path], tmp_path: Path) -> None:
+    env = _fresh(tmp_path, "kubeflow", wheels["dispatch-core"], wheels["dispatch-kubeflow"], wheels["dispatch-testing"])
+    seen = _probe(env)
+    assert seen["names"] == ["kubeflow", "local", "simulated"]
+    assert seen["mods"]["kubernetes"] and not seen["mods"]["dispatch_slurm"]  # type: ignore[index]
+    _run(env / "bin" / "dispatch-conformance", "--help")
