@@ -130,3 +130,26 @@ def test_native_jobset_restart_spends_the_budget_then_dispatch_stops_it(
     assert final.escalations
     assert name not in emulator.names()
     rig.supervisor.release()
+
+
+def test_native_restart_of_a_cause_the_policy_does_not_restart_is_stopped(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator, tmp_path: Path
+) -> None:
+    """S-15, S-38: the JobSet restarts on any failure; an execution ending with a cause no
+    rule covers fails the job and dispatch stops the restarted object."""
+    emulator.add_runtime("restarting", failure_policy={"maxRestarts": 5, "rules": []})
+    rig = Rig(make_backend(native_restart=True, runtime="restarting"), emulator, tmp_path / "r.db")
+    policy = RecoveryPolicy(
+        rules=(Rule(on=(CauseKind.PREEMPTED,), action=Action.RESTART, budget=2),)
+    )
+    job_id = rig.job(policy)
+    rig.tick()
+    (name,) = emulator.names()
+    emulator.exit(name, 3, pod=0)
+    for _ in range(3):
+        rig.tick()
+    final = rig.status(job_id)
+    assert final.state is State.FAILED
+    assert final.cause.kind is CauseKind.NON_ZERO_EXIT and final.cause.exit_code == 3
+    assert emulator.names() == []
+    rig.supervisor.release()
