@@ -215,3 +215,44 @@ def test_sim_discovery_of_ten_thousand_jobs_is_one_call(scheduler: SimScheduler)
     discovery = backend.dispatch_discover([*ids, "nobody"])
     assert big.calls - before == 1
     assert len(discovery.objects) == 10_000
+
+
+def test_sim_every_change_shows_in_the_next_listing(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    """Listings are cached per object; each change, listed right after, must show."""
+    seen = []
+
+    def look() -> None:
+        obj = only(backend, "a")
+        seen.append((obj.phase, obj.cause.kind if obj.cause else None, len(obj.executions)))
+
+    scheduler.plan("a", 1, sim.node_loss(5, keeps_running=True))
+    object_id = backend.submit("a", 1, LONG.model_copy(update={"options": {"requeue": "1"}}), True)
+    look()
+    scheduler.admin_hold(object_id)
+    look()
+    scheduler.admin_release(object_id)
+    look()
+    backend.open_gate(object_id)
+    look()
+    scheduler.advance(5)
+    look()
+    scheduler.preempt(object_id)
+    look()
+    scheduler.garble(object_id, "WEIRD")
+    look()
+    backend.stop(object_id, STOP)
+    assert seen == [
+        (Phase.GATED, None, 1),
+        (Phase.HELD, CauseKind.HELD, 1),
+        (Phase.GATED, None, 1),
+        (Phase.RUNNING, None, 1),
+        (Phase.RUNNING, CauseKind.NODE_LOST, 1),
+        (Phase.RUNNING, None, 2),
+        (Phase.RUNNING, CauseKind.UNKNOWN, 2),
+    ]
+    last = only(backend, "a").executions[-1]
+    assert last.cause is not None and last.cause.kind is CauseKind.CANCELLED, (
+        "the garbled answer is the object's state word; its executions still show the stop"
+    )

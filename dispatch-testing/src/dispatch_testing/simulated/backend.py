@@ -146,9 +146,10 @@ class SimulatedBackend:
 
     def _view(self, row: Row) -> ObjectView | None:
         """The row mapped; memoised per object, because a view is a pure function of its
-        row and a 10,000-job tick mostly sees rows that did not change."""
+        row, the scheduler hands out the same row until the object changes, and a
+        10,000-job tick mostly sees objects that did not change."""
         cached = self._views.get(row.object_id)
-        if cached is not None and cached[0] == row:
+        if cached is not None and cached[0] is row:
             return cached[1]
         view = self._map_row(row)
         self._views[row.object_id] = (row, view)

@@ -139,6 +139,10 @@ class SimObject:
     in_flight: Outcome | None = None
     #: bumped whenever a scheduled event of this object becomes stale
     epoch: int = 0
+    #: bumped whenever what a listing shows of it changes; its row is cached per version
+    version: int = 0
+    row: Row | None = None
+    row_version: int = -1
 
     @property
     def current(self) -> SimExecution:
@@ -285,6 +289,7 @@ class SimScheduler:
         """From now on the scheduler answers ``raw`` for this object's state."""
         obj = self._objects[object_id]
         obj.garbled, obj.garbled_at = raw, self.clock.now()
+        obj.version += 1
 
     def preempt(self, object_id: str, reason: str = "Preempted by a higher priority job") -> None:
         self._end_now(self._objects[object_id], "PREEMPTED", reason, None)
@@ -293,7 +298,7 @@ class SimScheduler:
         obj = self._objects[object_id]
         outcome = node_loss(0.0, keeps_running)
         if keeps_running:
-            self._say(obj.current, outcome.reason)
+            self._say(obj, obj.current, outcome.reason)
             obj.in_flight = None
             obj.epoch += 1
         else:
@@ -310,6 +315,7 @@ class SimScheduler:
         obj = self._objects[object_id]
         if obj.current.state in ("PENDING", "GATED"):
             obj.admin_hold, obj.admin_hold_at = reason, self.clock.now()
+            obj.version += 1
             obj.epoch += 1
             if obj.object_id in self._queue:
                 self._queue.remove(obj.object_id)
@@ -317,6 +323,7 @@ class SimScheduler:
     def admin_release(self, object_id: str) -> None:
         obj = self._objects[object_id]
         obj.admin_hold = None
+        obj.version += 1
         self._try_start(obj)
 
     def objects(self) -> Iterable[SimObject]:
@@ -364,6 +371,7 @@ class SimScheduler:
         if obj is None or not obj.gated:
             return
         obj.gated = False
+        obj.version += 1
         if obj.current.state == "GATED":
             obj.current.state = "PENDING"
             self._try_start(obj)
@@ -399,6 +407,12 @@ class SimScheduler:
     # -- the machinery -------------------------------------------------------------------
 
     def _row(self, obj: SimObject) -> Row:
+        if obj.row is not None and obj.row_version == obj.version:
+            return obj.row
+        obj.row, obj.row_version = self._fresh_row(obj), obj.version
+        return obj.row
+
+    def _fresh_row(self, obj: SimObject) -> Row:
         executions = tuple(
             ExecRow(
                 e.index,
@@ -429,9 +443,10 @@ class SimScheduler:
             since,
         )
 
-    def _say(self, execution: SimExecution, reason: str) -> None:
+    def _say(self, obj: SimObject, execution: SimExecution, reason: str) -> None:
         if reason != execution.reason:
             execution.reason, execution.reason_at = reason, self.clock.now()
+            obj.version += 1
 
     def _needs(self, obj: SimObject) -> int:
         return obj.spec.resources.nodes
@@ -443,18 +458,19 @@ class SimScheduler:
             assert self.total_nodes is not None
             if self._needs(obj) > self.total_nodes:
                 self._say(
+                    obj,
                     obj.current,
                     f"Resources: {self._needs(obj)} nodes requested, "
                     f"the cluster has {self.total_nodes}",
                 )
                 return
             if self._needs(obj) > self.free_nodes or self._queue:
-                self._say(obj.current, "Resources: waiting for free nodes")
+                self._say(obj, obj.current, "Resources: waiting for free nodes")
                 if obj.object_id not in self._queue:
                     self._queue.append(obj.object_id)
                 return
             self.free_nodes -= self._needs(obj)
-        self._say(obj.current, "")
+        self._say(obj, obj.current, "")
         if self.start_delay:
             self._at(self.start_delay, obj, "start")
         else:
@@ -478,6 +494,7 @@ class SimScheduler:
             self._end_now(obj, outcome.state, outcome.reason, outcome.exit_code)
             return
         execution.state = "RUNNING"
+        obj.version += 1
         execution.started_at = self.clock.now()
         count = self._needs(obj)
         execution.nodes = tuple(f"{self.prefix}-node-{n:03d}" for n in range(1, count + 1))
@@ -495,7 +512,7 @@ class SimScheduler:
         assert outcome is not None
         obj.in_flight = None
         if outcome.keeps_running:
-            self._say(obj.current, outcome.reason)
+            self._say(obj, obj.current, outcome.reason)
             obj.epoch += 1
             return
         self._end_now(obj, outcome.state, outcome.reason, outcome.exit_code)
@@ -508,7 +525,8 @@ class SimScheduler:
         obj.in_flight = None
         obj.epoch += 1
         execution.state, execution.exit_code = state, exit_code
-        self._say(execution, reason)
+        obj.version += 1
+        self._say(obj, execution, reason)
         execution.ended_at = self.clock.now()
         if obj.object_id in self._queue:
             self._queue.remove(obj.object_id)
@@ -533,7 +551,7 @@ class SimScheduler:
                 return
             self._queue.pop(0)
             self.free_nodes -= self._needs(obj)
-            self._say(obj.current, "")
+            self._say(obj, obj.current, "")
             if self.start_delay:
                 self._at(self.start_delay, obj, "start")
             else:
