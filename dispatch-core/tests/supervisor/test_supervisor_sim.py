@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-
+from core_bench import policy
 from dispatch import Action, CauseKind, JobSpec, Registry, State
 from dispatch.errors import RecordConflict
 from dispatch.jobs import create_job, load_job, status_of
-from dispatch.store import open_store
+from dispatch.store.base import RecordStore
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend
 from dispatch_testing.simulated.scheduler import exit_with, runs_forever, succeed
-
-from core_bench import policy
 
 SPEC = JobSpec(command=("python", "train.py"))
 PREEMPT = ([CauseKind.PREEMPTED], Action.RESUBMIT, 2)
@@ -23,10 +20,10 @@ EXIT_HOLD = ([CauseKind.NON_ZERO_EXIT], Action.HOLD, None)
 
 
 class Rig:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, store: RecordStore) -> None:
         self.sched = SimScheduler()
         self.registry = Registry.from_plugins({"simulated": SimulatedBackend(self.sched)})
-        self.store = open_store(f"sqlite:///{tmp}/record.db")
+        self.store = store
         self.sup = self.supervisor("sup-a")
 
     def supervisor(self, owner: str) -> Supervisor:
@@ -51,8 +48,9 @@ class Rig:
 
 
 @pytest.fixture
-def rig(tmp_path: Path) -> Rig:
-    return Rig(tmp_path)
+def rig(store: RecordStore) -> Rig:
+    """On both stores: a SQLite file and a schema of the real PostgreSQL server."""
+    return Rig(store)
 
 
 def test_one_discovery_call_for_all_jobs_of_a_tick_S32(rig: Rig) -> None:
@@ -233,3 +231,55 @@ def test_cancel_through_the_record_stops_the_object_S12(rig: Rig) -> None:
     rig.sup.tick()
     st = rig.status(job)
     assert st.state is State.CANCELLED and st.cause is not None and st.cause.actor == "bob"
+
+
+def test_two_supervisors_racing_never_both_act_on_a_job_S35(harness) -> None:  # type: ignore[no-untyped-def]
+    """Two supervisors, each with its own connection to the store, tick at the same time
+    over the same jobs: every submission has exactly one object and no record has a gap."""
+    import threading
+
+    sched = SimScheduler()
+    lock = threading.Lock()
+
+    class Serialised(SimulatedBackend):
+        """The simulated scheduler is single-threaded; a real one serialises calls too."""
+
+        def __getattribute__(self, name: str):  # type: ignore[no-untyped-def]
+            attr = super().__getattribute__(name)
+            if name.startswith("dispatch_") and callable(attr):
+                def call(*a, **k):  # type: ignore[no-untyped-def]
+                    with lock:
+                        return attr(*a, **k)
+                return call
+            return attr
+
+    stores = [harness.open(), harness.open()]
+    registry = Registry.from_plugins({"simulated": Serialised(sched)})
+    jobs = [create_job(stores[0], registry, backend="simulated", spec=SPEC, policy=policy(PREEMPT),
+                       now=sched.now()) for _ in range(20)]
+    for job in jobs:
+        sched.plan(job, 1, runs_forever())
+    sups = [Supervisor(s, Registry.from_plugins({"simulated": registry.get("simulated").plugin}),
+                       owner=f"sup-{n}", clock=sched.now, lease_ttl=timedelta(seconds=30))
+            for n, s in enumerate(stores)]
+    barrier = threading.Barrier(2)
+    leased: list[list[int]] = [[], []]
+
+    def run(n: int) -> None:
+        for _ in range(5):
+            barrier.wait()
+            leased[n].append(sups[n].tick().leased)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [sum(x) for x in zip(*leased, strict=True)] == [20] * 5  # each job had one owner per tick
+    for job in jobs:
+        objs = [o for o in sched.objects() if o.tags[SimScheduler.TAG_JOB] == job]
+        assert len(objs) == 1, job
+        events = stores[0].read(job)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    for s in stores:
+        s.close()
