@@ -17,7 +17,7 @@ Then ``dispatch-conformance mysched`` (offline tier) or ``dispatch-conformance m
 
 Lifecycle: the kit instantiates ``HarnessClass(live=...)`` once per test session, calls
 :meth:`Harness.plugin` once to get the backend plugin object it registers with
-``dispatch.Registry.add`` (so the harness may keep a handle on it, e.g. to read a call
+``dispatch.Registry.from_plugins`` (so the harness may keep a handle on it, e.g. to read a call
 counter), and :meth:`Harness.close` at the end. Each test uses fresh job ids
 (``kit-<uuid>``), so a harness never has to clean up between tests.
 

@@ -46,9 +46,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "dispatch_capability(name): a kit test about a declared capability"
-    )
     name = config.getoption("dispatch_backend")
     if not name:
         return

@@ -212,7 +212,6 @@ class BackendConformance:
 
     # -- capabilities --------------------------------------------------------------------
 
-    @pytest.mark.dispatch_capability
     def test_capability(self, kit: Kit, capability: Capability, new_job: Callable[[], str]) -> None:
         """S-28, S-30: a declared capability works; an undeclared one is refused at submit
         with a DispatchError and creates nothing (never silently ignored)."""
