@@ -140,3 +140,25 @@ def test_kit_stops_when_the_harness_has_no_such_tier(pytester: pytest.Pytester) 
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*the harness of 'simulated' has no live tier*"])
+
+
+BROKEN_PLUGIN = """
+from dispatch_testing.simulated.harness import SimulatedHarness
+
+class NoStop:
+    pass
+
+class Hollow(SimulatedHarness):
+    def plugin(self):
+        return NoStop()
+"""
+
+
+def test_kit_fails_every_test_of_a_backend_that_does_not_load(pytester: pytest.Pytester) -> None:
+    """S-31: a plugin that does not match the hook specs fails loudly, test by test."""
+    pytester.makepyfile(hollow=BROKEN_PLUGIN)
+    pytester.syspathinsert()
+    result = run(pytester, "    from hollow import Hollow as harness_class\n")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) >= 20 and "passed" not in outcomes, outcomes
+    result.stdout.fnmatch_lines(["*the backend does not load*does not implement*"])
