@@ -32,7 +32,9 @@ def decode_error(what: str, exc: ValidationError) -> DecodeError:
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+    # defer_build: a model's validator is compiled on first use, not at import, so a
+    # command that touches a few models does not pay for all of them (CLI start-up).
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False, defer_build=True)
 
     @classmethod
     def model_validate(cls, obj: Any, **kwargs: Any) -> Self:

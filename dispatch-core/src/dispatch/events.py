@@ -183,13 +183,20 @@ EVENT_TYPES: tuple[str, ...] = (
     "superseded-by",
 )
 
-_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+_ADAPTERS: list[TypeAdapter[Event]] = []
+
+
+def _adapter() -> TypeAdapter[Event]:
+    """Built on first use: compiling the union of every event costs CLI start-up time."""
+    if not _ADAPTERS:
+        _ADAPTERS.append(TypeAdapter(Event))
+    return _ADAPTERS[0]
 
 
 def decode_event(data: str | bytes) -> Event:
     """Decode one event from JSON, strictly (S-6)."""
     try:
-        return _ADAPTER.validate_json(data)
+        return _adapter().validate_json(data)
     except ValidationError as exc:
         raise decode_error("Event", exc) from None
 
@@ -197,7 +204,7 @@ def decode_event(data: str | bytes) -> Event:
 def decode_event_obj(data: object) -> Event:
     """Decode one event from already-parsed Python data, strictly (S-6)."""
     try:
-        return _ADAPTER.validate_python(data)
+        return _adapter().validate_python(data)
     except ValidationError as exc:
         raise decode_error("Event", exc) from None
 

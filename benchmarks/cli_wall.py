@@ -1,0 +1,56 @@
+"""Wall time of the CLI as a person feels it, with all four distributions installed.
+
+Targets (issue 2): `dispatch --help` <= 150 ms; `dispatch status JOB` <= 300 ms.
+Run: python benchmarks/cli_wall.py [--runs 15]   (uses the dispatch next to this python)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DISPATCH = str(Path(sys.executable).with_name("dispatch"))
+
+
+def timed(args: list[str], env: dict[str, str], runs: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU (user+sys) milliseconds per run; CPU time is what a loaded machine
+    does not inflate, wall time is what a person waits."""
+    subprocess.run(args, env=env, capture_output=True, check=True)  # warm the file cache
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        subprocess.run(args, env=env, capture_output=True, check=True)
+        walls.append((time.perf_counter() - t) * 1000)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000)
+    return walls, cpus
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    env = {**os.environ, "XDG_STATE_HOME": tempfile.mkdtemp()}
+    env.pop("DISPATCH_STORE", None)
+    job = subprocess.run([DISPATCH, "submit", "--wait", "--interval", "0.2", "--", "true"], env=env,
+                         capture_output=True, text=True, check=True).stdout.split()[0]
+    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    for label, cmd in [("dispatch --help", [DISPATCH, "--help"]),
+                       ("dispatch status JOB", [DISPATCH, "status", job]),
+                       ("dispatch status JOB --json", [DISPATCH, "status", job, "--json"]),
+                       ("python -c pass (floor)", [sys.executable, "-c", "pass"])]:
+        wall, cpu = timed(cmd, env, args.runs)
+        print(f"{label:<28} wall median {statistics.median(wall):5.0f} ms (min {min(wall):4.0f})"
+              f"   cpu median {statistics.median(cpu):5.0f} ms (min {min(cpu):4.0f})")
+
+
+if __name__ == "__main__":
+    main()
