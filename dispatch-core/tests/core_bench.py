@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-
 from dispatch import (
     Action,
     Capability,

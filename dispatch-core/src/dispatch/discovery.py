@@ -5,7 +5,9 @@ Adapters never compute a job's state; they fill these models and the core projec
 
 from __future__ import annotations
 
-from pydantic import AwareDatetime, Field, PrivateAttr
+from functools import cached_property
+
+from pydantic import AwareDatetime, Field
 
 from dispatch.base import Model
 from dispatch.cause import Cause
@@ -62,18 +64,17 @@ class Discovery(Model):
     backend: str
     at: AwareDatetime
     objects: tuple[ObjectView, ...] = ()
-    _by_job: dict[str, tuple[ObjectView, ...]] | None = PrivateAttr(default=None)
+    @cached_property
+    def _index(self) -> dict[str, tuple[ObjectView, ...]]:
+        # a cached_property stays out of equality and encoding, unlike a private attribute
+        grouped: dict[str, list[ObjectView]] = {}
+        for o in self.objects:
+            grouped.setdefault(o.job_id, []).append(o)
+        return {job_id: tuple(objs) for job_id, objs in grouped.items()}
 
     def of_job(self, job_id: str) -> tuple[ObjectView, ...]:
         """The objects of one job; indexed once, since a tick asks for every job."""
-        if self._by_job is None:
-            grouped: dict[str, list[ObjectView]] = {}
-            for o in self.objects:
-                grouped.setdefault(o.job_id, []).append(o)
-            self._by_job = {job_id: tuple(objs) for job_id, objs in grouped.items()}
-        return self._by_job.get(job_id, ())
+        return self._index.get(job_id, ())
 
     def by_job(self) -> dict[str, tuple[ObjectView, ...]]:
-        self.of_job("")
-        assert self._by_job is not None
-        return dict(self._by_job)
+        return dict(self._index)

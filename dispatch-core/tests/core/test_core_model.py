@@ -6,14 +6,14 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
+from core_bench import declarations, policy
 from dispatch import (
     Action,
     Capability,
     Cause,
     CauseKind,
-    DecodeError,
     Declarations,
+    DecodeError,
     Discovery,
     Execution,
     Level,
@@ -22,7 +22,6 @@ from dispatch import (
     Plan,
     PolicyError,
     Provenance,
-    RecoveryPolicy,
     Rule,
     State,
     Unreachable,
@@ -30,8 +29,6 @@ from dispatch import (
 )
 from dispatch.enums import Enforcer
 from dispatch.events import decode_event
-
-from core_bench import declarations, policy
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -9,13 +9,11 @@ import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
-import pytest
-
+import core_plugins
 import dispatch
+import pytest
 from dispatch import BackendBroken, UnknownBackend, hookspecs
 from dispatch.backends import Available, Registry
-
-import core_plugins
 
 HOOKS = [n for n, f in vars(hookspecs).items() if n.startswith("dispatch_") and callable(f)]
 

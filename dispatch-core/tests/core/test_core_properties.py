@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
+from core_bench import World, cause, declarations, policy
 from dispatch import Action, CauseKind, DecodeError, Execution, Level, Phase, State, fold, project
 from dispatch.enums import TERMINAL_STATES
 from dispatch.events import decode_event, encode_event
 from dispatch.requests import cancel, give_up, resubmit
 from dispatch.status import Status
-
-from core_bench import World, cause, declarations, policy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 ENDINGS = [
     k

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from core_bench import World, cause, declarations, policy
 from dispatch import Action, CauseKind, Level, Phase, Provenance, State
 from dispatch.enums import Resolution
 from dispatch.events import CancelRequested, HoldResolved, OutcomeCommitted, SupersededBy
 from dispatch.requests import cancel, give_up, resubmit, supersede
-
-from core_bench import World, cause, declarations, policy
 
 PREEMPT_RESUBMIT_3 = ([CauseKind.PREEMPTED, CauseKind.NODE_LOST], Action.RESUBMIT, 3)
 EXIT_HOLD = ([CauseKind.NON_ZERO_EXIT], Action.HOLD, None)

@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run(*args: str | Path, cwd: Path | None = None) -> str:
-    out = subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=600)
+    out = subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=600
+    )
     assert out.returncode == 0, f"{args}: {out.stdout}\n{out.stderr}"
     return out.stdout
 
@@ -53,14 +55,20 @@ def _probe(env: Path) -> dict[str, object]:
     return json.loads(_run(env / "bin" / "python", "-c", PROBE, *mods))  # type: ignore[no-any-return]
 
 
-def test_core_alone_installs_and_runs_the_demo_path(wheels: dict[str, Path], tmp_path: Path) -> None:
+def test_core_alone_installs_and_runs_the_demo_path(
+    wheels: dict[str, Path], tmp_path: Path
+) -> None:
     env = _fresh(tmp_path, "core", wheels["dispatch-core"])
     seen = _probe(env)
     assert seen["names"] == ["local"]
     assert not any(seen["mods"].values())  # type: ignore[attr-defined]
-    out = subprocess.run([env / "bin" / "dispatch", "submit", "--wait", "--interval", "0.2", "--", "true"],
-                         capture_output=True, text=True, env={"XDG_STATE_HOME": str(tmp_path / "s"), "PATH": "/usr/bin:/bin"},
-                         timeout=120)
+    out = subprocess.run(
+        [env / "bin" / "dispatch", "submit", "--wait", "--interval", "0.2", "--", "true"],
+        capture_output=True,
+        text=True,
+        env={"XDG_STATE_HOME": str(tmp_path / "s"), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "succeeded" in out.stdout
 
@@ -69,13 +77,24 @@ def test_core_and_slurm_without_kubernetes(wheels: dict[str, Path], tmp_path: Pa
     env = _fresh(tmp_path, "slurm", wheels["dispatch-core"], wheels["dispatch-slurm"])
     seen = _probe(env)
     assert seen["names"] == ["local", "slurm"]
-    assert seen["mods"] == {"dispatch_slurm": True, "dispatch_kubeflow": False, "kubernetes": False,
-                            "psycopg": False, "dispatch_testing": False}
+    assert seen["mods"] == {
+        "dispatch_slurm": True,
+        "dispatch_kubeflow": False,
+        "kubernetes": False,
+        "psycopg": False,
+        "dispatch_testing": False,
+    }
     _run(env / "bin" / "dispatch", "backends")
 
 
 def test_core_and_kubeflow_and_the_kit(wheels: dict[str, Path], tmp_path: Path) -> None:
-    env = _fresh(tmp_path, "kubeflow", wheels["dispatch-core"], wheels["dispatch-kubeflow"], wheels["dispatch-testing"])
+    env = _fresh(
+        tmp_path,
+        "kubeflow",
+        wheels["dispatch-core"],
+        wheels["dispatch-kubeflow"],
+        wheels["dispatch-testing"],
+    )
     seen = _probe(env)
     assert seen["names"] == ["kubeflow", "local", "simulated"]
     assert seen["mods"]["kubernetes"] and not seen["mods"]["dispatch_slurm"]  # type: ignore[index]

@@ -247,21 +247,39 @@ def test_two_supervisors_racing_never_both_act_on_a_job_S35(harness) -> None:  #
         def __getattribute__(self, name: str):  # type: ignore[no-untyped-def]
             attr = super().__getattribute__(name)
             if name.startswith("dispatch_") and callable(attr):
+
                 def call(*a, **k):  # type: ignore[no-untyped-def]
                     with lock:
                         return attr(*a, **k)
+
                 return call
             return attr
 
     stores = [harness.open(), harness.open()]
     registry = Registry.from_plugins({"simulated": Serialised(sched)})
-    jobs = [create_job(stores[0], registry, backend="simulated", spec=SPEC, policy=policy(PREEMPT),
-                       now=sched.now()) for _ in range(20)]
+    jobs = [
+        create_job(
+            stores[0],
+            registry,
+            backend="simulated",
+            spec=SPEC,
+            policy=policy(PREEMPT),
+            now=sched.now(),
+        )
+        for _ in range(20)
+    ]
     for job in jobs:
         sched.plan(job, 1, runs_forever())
-    sups = [Supervisor(s, Registry.from_plugins({"simulated": registry.get("simulated").plugin}),
-                       owner=f"sup-{n}", clock=sched.now, lease_ttl=timedelta(seconds=30))
-            for n, s in enumerate(stores)]
+    sups = [
+        Supervisor(
+            s,
+            Registry.from_plugins({"simulated": registry.get("simulated").plugin}),
+            owner=f"sup-{n}",
+            clock=sched.now,
+            lease_ttl=timedelta(seconds=30),
+        )
+        for n, s in enumerate(stores)
+    ]
     barrier = threading.Barrier(2)
     leased: list[list[int]] = [[], []]
 
@@ -275,7 +293,9 @@ def test_two_supervisors_racing_never_both_act_on_a_job_S35(harness) -> None:  #
         t.start()
     for t in threads:
         t.join(60)
-    assert [sum(x) for x in zip(*leased, strict=True)] == [20] * 5  # each job had one owner per tick
+    assert [sum(x) for x in zip(*leased, strict=True)] == [
+        20
+    ] * 5  # each job had one owner per tick
     for job in jobs:
         objs = [o for o in sched.objects() if o.tags[SimScheduler.TAG_JOB] == job]
         assert len(objs) == 1, job
@@ -283,3 +303,47 @@ def test_two_supervisors_racing_never_both_act_on_a_job_S35(harness) -> None:  #
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
     for s in stores:
         s.close()
+
+
+def test_cli_status_and_supervisor_see_the_same_S24_S40(rig: Rig) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from dispatch import Discovery, project
+    from dispatch.events import encode_event
+
+    job = rig.job(PREEMPT, EXIT_HOLD)
+    rig.sched.plan(job, 1, exit_with(2, after=1))
+    rig.sup.tick()
+    rig.sched.advance(2)  # ended, not yet committed: both must show the same unsettled view
+    backend = rig.registry.get("simulated")
+    discovery = backend.discover([job])
+    now = discovery.at
+    cli_view = status_of(rig.store, rig.registry, job, now=now)
+    supervisor_view = project(rig.sup.job(job), discovery, now)
+    assert (
+        cli_view == supervisor_view and cli_view.settled is False and cli_view.state is State.HELD
+    )
+    # ... and in another process, from the encoded record and discovery (S-24)
+    code = (
+        "import json, sys; from datetime import datetime\n"
+        "from dispatch import Discovery, fold, project\n"
+        "from dispatch.events import decode_event\n"
+        "d = json.load(sys.stdin)\n"
+        "job = fold([decode_event(e) for e in d['events']])\n"
+        "disc = Discovery.model_validate_json(d['discovery'])\n"
+        "print(project(job, disc, datetime.fromisoformat(d['now'])).model_dump_json())\n"
+    )
+    payload = json.dumps(
+        {
+            "events": [encode_event(e) for e in rig.store.read(job)],
+            "discovery": discovery.model_dump_json(),
+            "now": now.isoformat(),
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=payload, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == supervisor_view.model_dump_json()
+    assert Discovery.model_validate_json(discovery.model_dump_json()) == discovery
