@@ -25,6 +25,7 @@ import os
 import shlex
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from dispatch import (
@@ -202,16 +203,19 @@ class SlurmBackend:
         if not wanted:
             return Discovery(backend=NAME, at=at)
         names = ",".join(job_name(j) for j in wanted)
-        squeue = self._checked(self.runner.run(
-            ["squeue", "-h", "--states=all", f"--name={names}",
-             "--Format=" + ",".join(f"{f}:|" for f in SQUEUE_FIELDS)]
-        ))
         since = os.environ.get("DISPATCH_SLURM_SACCT_SINCE", "now-30days")
-        sacct = self._checked(self.runner.run(
-            ["sacct", "-P", "-n", "-X", "-D", "--allusers", f"--name={names}", "-S", since,
-             "-E", "now",
-             "-o", ",".join(SACCT_FIELDS)]
-        ))
+        # the two listings are independent: ask both at once (still two calls); squeue's
+        # answer is checked first, so sacct's stale answer while slurmctld is down is
+        # never used
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            sacct_call = pool.submit(self.runner.run, [
+                "sacct", "-P", "-n", "-X", "-D", "--allusers", f"--name={names}", "-S", since,
+                "-E", "now", "-o", ",".join(SACCT_FIELDS)])
+            squeue = self._checked(self.runner.run(
+                ["squeue", "-h", "--states=all", f"--name={names}",
+                 "--Format=" + ",".join(f"{f}:|" for f in SQUEUE_FIELDS)]
+            ))
+            sacct = self._checked(sacct_call.result())
         nodes = None
         if running_any(squeue.stdout):
             sinfo = self._checked(self.runner.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"]))

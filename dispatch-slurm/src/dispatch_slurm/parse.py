@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from dispatch import BadInput
 
@@ -136,9 +137,16 @@ def parse_time(text: str, *, command: str = "slurm", line: str = "") -> datetime
     if text in _NO_TIME:
         return None
     try:
-        naive = datetime.fromisoformat(text)
+        return _time(text)
     except ValueError as exc:
         raise ParseError(command, line or text, f"bad time {text!r}") from exc
+
+
+@lru_cache(maxsize=65536)
+def _time(text: str) -> datetime:
+    """Cached: a discovery of N jobs repeats the same few seconds many times, and the
+    local-time conversion is the costliest step of parsing."""
+    naive = datetime.fromisoformat(text)
     if naive.tzinfo is not None:
         return naive.astimezone(UTC)
     return naive.astimezone().astimezone(UTC)
@@ -149,10 +157,10 @@ def parse_exit_pair(text: str, *, command: str = "sacct", line: str = "") -> Exi
     text = text.strip()
     if not text:
         return ExitStatus(0, 0)
-    match = re.fullmatch(r"(\d+):(\d+)", text)
-    if not match:
+    code, _, signal = text.partition(":")
+    if not (code.isdigit() and signal.isdigit()):
         raise ParseError(command, line or text, f"bad exit code {text!r}")
-    return ExitStatus(int(match.group(1)), int(match.group(2)))
+    return ExitStatus(int(code), int(signal))
 
 
 def parse_wait_status(text: str, *, command: str = "squeue", line: str = "") -> ExitStatus:

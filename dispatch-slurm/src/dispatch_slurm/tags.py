@@ -19,6 +19,7 @@ percent-escaped (``%XX`` of its UTF-8) so that no comma (the list separator of `
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import quote, unquote
 
 from dispatch import BadInput
@@ -34,7 +35,7 @@ def encode_job_id(job_id: str) -> str:
 
 
 def decode_job_id(text: str) -> str:
-    return unquote(text)
+    return unquote(text) if "%" in text else text
 
 
 def job_name(job_id: str) -> str:
@@ -55,6 +56,7 @@ class Tag:
         )
 
 
+@lru_cache(maxsize=65536)
 def parse_comment(comment: str) -> Tag | None:
     """The tag in a Slurm comment, or None for a comment dispatch did not write."""
     if not comment.startswith(COMMENT_PREFIX):
@@ -72,6 +74,7 @@ def parse_comment(comment: str) -> Tag | None:
     return Tag(job_id=job, submission=submission, gated=fields.get("gate") == "held")
 
 
+@lru_cache(maxsize=65536)
 def job_id_from_name(name: str) -> str | None:
     if not name.startswith(NAME_PREFIX) or len(name) == len(NAME_PREFIX):
         return None
