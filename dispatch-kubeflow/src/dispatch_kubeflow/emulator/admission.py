@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatch_kubeflow.emulator.cluster import QUEUE_NAME
+from dispatch_kubeflow.emulator.objects import QUEUE_NAME
 from dispatch_kubeflow.emulator.store import CLUSTER_RUNTIME, RUNTIME, ApiError, Obj, Store
 
 _COMMON_SPEC = {"runtimeRef", "initializer", "trainer", "suspend", "managedBy"}

@@ -19,13 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from dispatch_kubeflow.emulator import kueue
 from dispatch_kubeflow.emulator.admission import admit_trainjob, check_trainjob_update
-from dispatch_kubeflow.emulator.cluster import (
+from dispatch_kubeflow.emulator.cluster import Cluster
+from dispatch_kubeflow.emulator.objects import (
     GPUS_PER_NODE,
     JOBSET_NAME,
     KUEUE_JOB_UID,
     LAUNCH_ERRORS,
-    Cluster,
     is_true,
 )
 from dispatch_kubeflow.emulator.server import Request, RequestLog, Route, make_server
@@ -518,7 +519,7 @@ class Emulator:
         with self.store.lock:
             self.cluster.kueue_quota = available
             if available:
-                self.cluster.kueue_readmit()
+                kueue.readmit(self.cluster)
             self.reconcile()
 
     def workload(self, name: str) -> Obj:

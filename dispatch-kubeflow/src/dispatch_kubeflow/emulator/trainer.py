@@ -1,0 +1,154 @@
+"""The Trainer controller: TrainJob + runtime (+ runtimePatches, or spec.labels and
+podTemplateOverrides before v2.2) → JobSet; suspend, deadline and terminal conditions
+copied back (RESEARCH.md §1-§2)."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING
+
+from dispatch_kubeflow.emulator.objects import (
+    TRAINER_CONTROLLER,
+    condition,
+    is_true,
+)
+from dispatch_kubeflow.emulator.store import (
+    JOBSET,
+    TRAINJOB,
+    ApiError,
+    Obj,
+)
+
+if TYPE_CHECKING:
+    from dispatch_kubeflow.emulator.cluster import Cluster
+
+
+def trainer(c: Cluster) -> None:
+    for tj in list(c.store.items(TRAINJOB)):
+        meta, spec = tj["metadata"], tj["spec"]
+        if (
+            "deletionTimestamp" in meta
+            or spec.get("managedBy", TRAINER_CONTROLLER) != TRAINER_CONTROLLER
+        ):
+            continue
+        if is_true(tj, "Complete") or is_true(tj, "Failed"):
+            continue
+        runtime = c.runtime_of(tj)
+        if runtime is None:
+            ref = spec.get("runtimeRef") or {}
+            c.set_condition(
+                tj,
+                "Failed",
+                "True",
+                "TrainingRuntimeNotSupported",
+                f"unsupported runtime: {ref.get('kind')}.{ref.get('apiGroup')}",
+            )
+            continue
+        suspend = bool(spec.get("suspend"))
+        if suspend:
+            c.set_condition(tj, "Suspended", "True", "Suspended", "TrainJob is suspended")
+        elif condition(tj, "Suspended") is not None:
+            c.set_condition(tj, "Suspended", "False", "Resumed", "TrainJob is resumed")
+        if meta["uid"] in c.deadline_expired:
+            c.set_condition(
+                tj,
+                "Failed",
+                "True",
+                "DeadlineExceeded",
+                "TrainJob exceeded its active deadline",
+            )
+            try:
+                c.store.delete(JOBSET, meta["namespace"], meta["name"], "Background", None)
+            except ApiError:
+                pass
+            continue
+        try:
+            js = c.store.raw(JOBSET, meta["namespace"], meta["name"])
+        except ApiError:
+            js = c.create(JOBSET, meta["namespace"], build_jobset(c, tj, runtime))
+        if "deletionTimestamp" in js["metadata"]:
+            continue
+        if bool(js["spec"].get("suspend")) != suspend:
+            js["spec"]["suspend"] = suspend
+            c.store.touch(js)
+            c.changed = True
+        rstatus = (js.get("status") or {}).get("replicatedJobsStatus") or []
+        jobs_status = [
+            {
+                k: r.get(k, 0)
+                for k in ("name", "ready", "succeeded", "failed", "active", "suspended")
+            }
+            for r in rstatus
+        ]
+        if (tj.get("status") or {}).get("jobsStatus") != jobs_status:
+            tj.setdefault("status", {})["jobsStatus"] = jobs_status
+            c.store.touch(tj)
+            c.changed = True
+        if (done := condition(js, "Completed")) and done["status"] == "True":
+            c.set_condition(tj, "Complete", "True", done["reason"], done["message"])
+        elif (failed := condition(js, "Failed")) and failed["status"] == "True":
+            c.set_condition(tj, "Failed", "True", failed["reason"], failed["message"])
+
+
+def build_jobset(c: Cluster, tj: Obj, runtime: Obj) -> Obj:
+    """TrainJob + runtime (+ runtimePatches on v2.2, spec.labels and
+    podTemplateOverrides on older versions) → JobSet, as ``jobset.go Build()`` does."""
+    meta, spec = tj["metadata"], tj["spec"]
+    template = copy.deepcopy(runtime["spec"]["template"])
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    js_spec = template["spec"]
+    trainer = spec.get("trainer") or {}
+    num_nodes = trainer.get("numNodes") or (runtime["spec"].get("mlPolicy") or {}).get(
+        "numNodes", 1
+    )
+    job_labels: dict[str, dict[str, str]] = {}
+    pod_labels: dict[str, dict[str, str]] = {}
+    for patch in spec.get("runtimePatches") or []:
+        tmpl = (patch.get("trainingRuntimeSpec") or {}).get("template") or {}
+        labels.update(((tmpl.get("metadata") or {}).get("labels")) or {})
+        for rj in (tmpl.get("spec") or {}).get("replicatedJobs") or []:
+            rtmpl = rj.get("template") or {}
+            job_labels.setdefault(rj["name"], {}).update(
+                (rtmpl.get("metadata") or {}).get("labels") or {}
+            )
+            pod_meta = ((rtmpl.get("spec") or {}).get("template") or {}).get("metadata") or {}
+            pod_labels.setdefault(rj["name"], {}).update(pod_meta.get("labels") or {})
+    labels.update(spec.get("labels") or {})
+    for override in spec.get("podTemplateOverrides") or []:
+        for target in override.get("targetJobs") or []:
+            pod_labels.setdefault(target["name"], {}).update(
+                (override.get("metadata") or {}).get("labels") or {}
+            )
+    for rj in js_spec.get("replicatedJobs", []):
+        rj["replicas"] = 1
+        rtmpl = rj.setdefault("template", {})
+        rmeta = rtmpl.setdefault("metadata", {})
+        rmeta["labels"] = {
+            **(rmeta.get("labels") or {}),
+            **(spec.get("labels") or {}),
+            **job_labels.get(rj["name"], {}),
+        }
+        jspec = rtmpl.setdefault("spec", {})
+        pmeta = jspec.setdefault("template", {}).setdefault("metadata", {})
+        pmeta["labels"] = {**(pmeta.get("labels") or {}), **pod_labels.get(rj["name"], {})}
+        if rj["name"] == "node":
+            jspec["parallelism"] = jspec["completions"] = num_nodes
+            container = (
+                jspec["template"]
+                .setdefault("spec", {})
+                .setdefault("containers", [{"name": "node"}])[0]
+            )
+            for field in ("image", "command", "args", "env"):
+                if field in trainer:
+                    container[field] = trainer[field]
+            if "resourcesPerNode" in trainer:
+                container["resources"] = trainer["resourcesPerNode"]
+    return {
+        "metadata": {
+            "name": meta["name"],
+            "labels": labels,
+            "ownerReferences": [c.owner_ref(tj)],
+        },
+        "spec": {**js_spec, "suspend": bool(spec.get("suspend"))},
+        "status": {"restarts": 0, "restartsCountTowardsMax": 0},
+    }
