@@ -374,6 +374,51 @@ def test_a_silent_api_times_out_as_unreachable(silent_server: int, tmp_path: Pat
         KubeflowBackend(config).dispatch_discover(job_ids=["job-1"])
 
 
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [(500, "InternalError"), (503, "ServiceUnavailable"), (429, "TooManyRequests")],
+)
+def test_an_api_server_that_cannot_answer_now_is_unreachable(
+    backend: KubeflowBackend, emulator: Emulator, code: int, reason: str
+) -> None:
+    """S-5: 5xx and 429 are the server failing to answer, retryable: Unreachable."""
+    emulator.inject(code, reason, "etcdserver: request timed out")
+    with pytest.raises(Unreachable, match="etcdserver: request timed out"):
+        backend.dispatch_discover(job_ids=["job-1"])
+    assert backend.dispatch_discover(job_ids=["job-1"]).objects == ()
+
+
+def test_a_forbidden_list_is_an_api_refusal_with_the_servers_words(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
+    message = (
+        'trainjobs.trainer.kubeflow.org is forbidden: User "ci" cannot list resource "trainjobs"'
+    )
+    emulator.inject(403, "Forbidden", message)
+    with pytest.raises(ApiRefused) as refused:
+        backend.dispatch_discover(job_ids=["job-1"])
+    assert refused.value.status == 403 and message in str(refused.value)
+
+
+def test_nodes_forbidden_by_rbac_still_discovers_a_lost_node_from_the_pod(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
+    """Listing nodes is optional: without it the pod's DisruptionTarget still tells."""
+    object_id = backend.dispatch_submit(job_id="job-r", submission=1, spec=SPEC, gated=False)
+    emulator.lose_node(name_of(object_id))
+    emulator.inject(
+        403,
+        "Forbidden",
+        'nodes is forbidden: User "ci" cannot list resource "nodes"',
+        resource="nodes",
+    )
+    emulator.log.clear()
+    view = only(backend, "job-r")
+    assert view.phase is Phase.RUNNING and view.cause.kind is CauseKind.NODE_LOST
+    assert "DeletionByTaintManager" in view.cause.detail
+    assert "nodes" in [r.resource for r in emulator.log.lists()]
+
+
 def test_a_rejected_token_is_an_api_refusal_not_unreachable(
     emulator: Emulator, tmp_path: Path
 ) -> None:

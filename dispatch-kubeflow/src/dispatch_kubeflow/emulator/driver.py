@@ -129,6 +129,7 @@ class Emulator:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._paused = False
+        self._faults: list[tuple[str | None, ApiError]] = []
         for i in range(nodes):
             self.store.create(
                 NODE,
@@ -216,9 +217,21 @@ class Emulator:
 
     # -- the API -----------------------------------------------------------------------
 
+    def inject(
+        self, code: int, reason: str, message: str, *, times: int = 1, resource: str | None = None
+    ) -> None:
+        """The next ``times`` requests (on ``resource``, a plural, if given) are answered
+        with this error instead: an overloaded API server (503, 429) or RBAC (403)."""
+        with self.store.lock:
+            self._faults.extend([(resource, ApiError(code, reason, message))] * times)
+
     def _handle(self, request: Request, where: Route) -> tuple[int, Obj]:
         res, ns, name = where.res, where.namespace or "", where.name
         with self.store.lock:
+            for index, (resource, fault) in enumerate(self._faults):
+                if resource in (None, res.plural):
+                    del self._faults[index]
+                    raise fault
             if request.method == "GET":
                 if name is None:
                     return 200, self.store.listing(
