@@ -461,3 +461,42 @@ def unknown_job(job_ids: Sequence[str], location: str) -> UnknownJob:
 
 def in_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
+
+
+# -- turning query rows into results: the same for every SQL store ----------------------
+
+
+def events_by_job(
+    rows: Iterable[tuple[str, int, str | bytes]], ids: Sequence[str], location: str
+) -> dict[str, list[Event]]:
+    """``read_many``'s answer from (job_id, seq, body) rows in job and seq order."""
+    found: dict[str, list[Event]] = {}
+    for job_id, seq, body in rows:
+        found.setdefault(job_id, []).append(decode_row(job_id, seq, body))
+    missing = [j for j in ids if j not in found]
+    if missing:
+        raise unknown_job(missing, location)
+    return found
+
+
+def feed(
+    rows: Sequence[tuple[int, str, int, str | bytes]], position: int
+) -> tuple[list[Event], int]:
+    """``read_since``'s answer from (position, job_id, seq, body) rows in position order."""
+    events = [decode_row(job_id, seq, body) for _, job_id, seq, body in rows]
+    return events, (int(rows[-1][0]) if rows else position)
+
+
+def summaries(rows: Iterable[tuple[str, str, str, datetime, str | None, int]]) -> list[JobSummary]:
+    """``jobs``'s answer from (job_id, name, backend, created_at, outcome, version) rows."""
+    return [
+        JobSummary(
+            job_id=job_id,
+            name=name,
+            backend=backend,
+            created_at=in_utc(created_at),
+            outcome=summary_outcome(outcome, job_id),
+            version=version,
+        )
+        for job_id, name, backend, created_at, outcome, version in rows
+    ]

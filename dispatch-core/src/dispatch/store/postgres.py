@@ -43,10 +43,11 @@ from dispatch.store.base import (
     check_position,
     decide_lease,
     decode_row,
-    in_utc,
+    events_by_job,
+    feed,
     key_conflict,
     prepare,
-    summary_outcome,
+    summaries,
     unknown_job,
 )
 
@@ -302,13 +303,7 @@ class PostgresStore(RecordStore):
             "ORDER BY job_id, seq",
             (ids,),
         )
-        found: dict[str, list[Event]] = {}
-        for job_id, seq, body in rows:
-            found.setdefault(job_id, []).append(decode_row(job_id, seq, body))
-        missing = [j for j in ids if j not in found]
-        if missing:
-            raise unknown_job(missing, self.location)
-        return found
+        return events_by_job(rows, ids, self.location)
 
     def read_since(self, position: int, limit: int | None = None) -> tuple[list[Event], int]:
         check_position(position, "read_since: position")
@@ -319,8 +314,7 @@ class PostgresStore(RecordStore):
             "ORDER BY position LIMIT %s",
             (position, limit),
         )
-        events = [decode_row(job_id, seq, body) for _, job_id, seq, body in rows]
-        return events, (int(rows[-1][0]) if rows else position)
+        return feed(rows, position)
 
     def active_jobs(self, backend: str | None = None) -> list[str]:
         rows = self._query(
@@ -341,17 +335,7 @@ class PostgresStore(RecordStore):
             "OR outcome = %(s)s ORDER BY created_at DESC, job_id DESC LIMIT %(n)s",
             {"s": wanted, "n": limit},
         )
-        return [
-            JobSummary(
-                job_id=job_id,
-                name=name,
-                backend=backend,
-                created_at=in_utc(created_at),
-                outcome=summary_outcome(outcome, job_id),
-                version=version,
-            )
-            for job_id, name, backend, created_at, outcome, version in rows
-        ]
+        return summaries(rows)
 
     def acquire_leases(
         self, job_ids: Iterable[str], owner: str, ttl: timedelta, now: datetime

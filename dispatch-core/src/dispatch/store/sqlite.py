@@ -35,9 +35,11 @@ from dispatch.store.base import (
     check_position,
     decide_lease,
     decode_row,
+    events_by_job,
+    feed,
     key_conflict,
     prepare,
-    summary_outcome,
+    summaries,
     unknown_job,
 )
 
@@ -308,13 +310,7 @@ class SQLiteStore(RecordStore):
             "WHERE job_id IN (SELECT value FROM json_each(?)) ORDER BY job_id, seq",
             (json.dumps(ids),),
         )
-        found: dict[str, list[Event]] = {}
-        for job_id, seq, body in rows:
-            found.setdefault(job_id, []).append(decode_row(job_id, seq, body))
-        missing = [j for j in ids if j not in found]
-        if missing:
-            raise unknown_job(missing, self.location)
-        return found
+        return events_by_job(rows, ids, self.location)
 
     def read_since(self, position: int, limit: int | None = None) -> tuple[list[Event], int]:
         check_position(position, "read_since: position")
@@ -325,8 +321,7 @@ class SQLiteStore(RecordStore):
             "ORDER BY position LIMIT ?",
             (position, -1 if limit is None else limit),
         )
-        events = [decode_row(job_id, seq, body) for _, job_id, seq, body in rows]
-        return events, (rows[-1][0] if rows else position)
+        return feed(rows, position)
 
     def active_jobs(self, backend: str | None = None) -> list[str]:
         rows = self._query(
@@ -347,17 +342,10 @@ class SQLiteStore(RecordStore):
             "ORDER BY created_at DESC, job_id DESC LIMIT ?2",
             (wanted, -1 if limit is None else limit),
         )
-        return [
-            JobSummary(
-                job_id=job_id,
-                name=name,
-                backend=backend,
-                created_at=datetime.fromisoformat(created_at),
-                outcome=summary_outcome(outcome, job_id),
-                version=version,
-            )
+        return summaries(
+            (job_id, name, backend, datetime.fromisoformat(created_at), outcome, version)
             for job_id, name, backend, created_at, outcome, version in rows
-        ]
+        )
 
     def acquire_leases(
         self, job_ids: Iterable[str], owner: str, ttl: timedelta, now: datetime
