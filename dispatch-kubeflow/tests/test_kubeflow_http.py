@@ -108,6 +108,20 @@ def test_second_create_of_the_same_submission_is_refused_409(
     assert len(emulator.names()) == 1
 
 
+def test_create_denied_by_the_webhook_is_refused_422_with_its_words(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
+    words = (
+        'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
+        "spec.trainer.numProcPerNode: Invalid value: 2: must be 1 for this runtime"
+    )
+    emulator.inject(422, "Invalid", words, resource="trainjobs")
+    with pytest.raises(SubmitRefused) as refused:
+        backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
+    assert refused.value.detail == words
+    assert emulator.names() == []
+
+
 def test_version_mismatch_is_a_400_not_a_silently_pruned_field(
     make_backend: Callable[..., KubeflowBackend], tmp_path: Path
 ) -> None:
