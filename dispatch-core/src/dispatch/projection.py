@@ -78,7 +78,7 @@ def _state(job: Job, objects: tuple[ObjectView, ...]) -> tuple[State, Cause | No
                 detail=f"object {current.object_id} is not listed by the backend",
                 at=current.missing_since,
             )
-        return waiting, None
+        return waiting, last
     if obj.phase is Phase.RUNNING:
         node_lost = obj.cause is not None and obj.cause.kind is CauseKind.NODE_LOST
         return State.RUNNING, obj.cause if node_lost else None  # S-26

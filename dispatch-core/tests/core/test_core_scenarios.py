@@ -344,3 +344,14 @@ def test_scheduler_hold_shows_held_with_its_words_S37() -> None:
     w.set(w.current_object(), Phase.HELD, cause(CauseKind.HELD, detail="JobHeldAdmin"))
     st = w.status()
     assert (st.state, st.cause.detail if st.cause else None) == (State.HELD, "JobHeldAdmin")
+
+
+def test_recovering_shows_the_cause_before_the_new_object_is_seen_S17_S21() -> None:
+    w = World(policy(PREEMPT_RESUBMIT_3))
+    started(w)
+    w.end_current(cause(CauseKind.PREEMPTED, detail="preempted by job 42"))
+    w.tick()
+    del w.objects[w.current_object()]  # submitted, not listed yet by the scheduler
+    st = w.status()
+    assert st.state is State.RECOVERING
+    assert st.cause is not None and st.cause.detail == "preempted by job 42"
