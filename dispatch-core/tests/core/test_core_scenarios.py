@@ -350,8 +350,9 @@ def test_recovering_shows_the_cause_before_the_new_object_is_seen_S17_S21() -> N
     w = World(policy(PREEMPT_RESUBMIT_3))
     started(w)
     w.end_current(cause(CauseKind.PREEMPTED, detail="preempted by job 42"))
-    w.tick()
-    del w.objects[w.current_object()]  # submitted, not listed yet by the scheduler
+    for effect in decide_only(w):  # record the intent only: the submit is still in flight
+        w.events.extend(getattr(effect, "events", ()))
+    assert w.job.current is not None and w.job.current.number == 2
     st = w.status()
     assert st.state is State.RECOVERING
     assert st.cause is not None and st.cause.detail == "preempted by job 42"
