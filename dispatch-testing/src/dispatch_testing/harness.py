@@ -43,7 +43,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -193,7 +193,6 @@ class Provoked:
     refused: SubmitRefused | None = None
     native_cause: CauseKind | None = None
     detail: str | None = None
-    notes: dict[str, str] = field(default_factory=dict)
 
 
 class Harness:
