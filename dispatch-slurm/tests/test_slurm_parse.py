@@ -51,9 +51,9 @@ def test_squeue_rows_keep_the_free_text_reason_last() -> None:
 
 
 def test_hostlists_expand() -> None:
-    assert expand_hostlist("vm") == ["vm"]
-    assert expand_hostlist("gpu[01-03,7],login") == ["gpu01", "gpu02", "gpu03", "gpu7", "login"]
-    assert expand_hostlist("") == []
+    assert expand_hostlist("vm") == ("vm",)
+    assert expand_hostlist("gpu[01-03,7],login") == ("gpu01", "gpu02", "gpu03", "gpu7", "login")
+    assert expand_hostlist("") == ()
 
 
 @pytest.mark.parametrize("job_id", ["simple-1", "with space", "a,b|c;d=e", "ünï", "x%41"])

@@ -26,6 +26,8 @@ import pwd
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
+from typing import Any
 
 from dispatch import Cause, CauseKind, Phase, Provenance
 
@@ -219,21 +221,31 @@ def user_of(uid: int) -> str:
 def classify(a: Answer, at: datetime | None = None) -> Verdict:
     """Map one answer through :data:`TABLE`; an answer no row matches is ``unknown`` (S-4),
     treated as alive so that dispatch never starts a second execution beside it."""
+    index, fields = _match(a)
+    if index is not None and TABLE[index].kind is None:
+        return Verdict(TABLE[index].phase, None, index)
+    phase = TABLE[index].phase if index is not None else R
+    return Verdict(phase, Cause(**fields, at=at), index)
+
+
+@lru_cache(maxsize=4096)
+def _match(a: Answer) -> tuple[int | None, dict[str, Any]]:
+    """The first matching row and the cause's fields; cached, because a discovery of many
+    jobs sees the same few answers over and over."""
     for index, row in enumerate(TABLE):
         if not row.matches(a):
             continue
         if row.kind is None:
-            return Verdict(row.phase, None, index)
+            return index, {}
         exit_code: int | None = None
         if row.kind is K.NON_ZERO_EXIT:
             exit_code = a.exit.code if a.exit.code else 128 + a.exit.signal
         actor = None
         if row.kind is K.CANCELLED and a.cancelled_by is not None:
             actor = user_of(a.cancelled_by)
-        cause = Cause(kind=row.kind, provenance=row.provenance or SCH, actor=actor,
-                      detail=a.words(), exit_code=exit_code, at=at)
-        return Verdict(row.phase, cause, index)
-    return Verdict(R, Cause(kind=K.UNKNOWN, provenance=SCH, detail=a.words(), at=at), None)
+        return index, {"kind": row.kind, "provenance": row.provenance or SCH, "actor": actor,
+                       "detail": a.words(), "exit_code": exit_code}
+    return None, {"kind": K.UNKNOWN, "provenance": SCH, "detail": a.words()}
 
 
 def render_markdown() -> str:

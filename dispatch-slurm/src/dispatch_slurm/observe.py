@@ -193,7 +193,7 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
                           detail=f"{_history_answer(row).words()}; squeue: Reason={sq.reason}",
                           at=row.ended)
         executions.append(Execution(index=index, started_at=row.started, ended_at=row.ended,
-                                    nodes=tuple(expand_hostlist(row.nodes)), cause=cause))
+                                    nodes=expand_hostlist(row.nodes), cause=cause))
 
     ran = bool(ran_on) and verdict.phase in (Phase.RUNNING, Phase.ENDED)
     if ran:
@@ -202,7 +202,7 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
             index=max(len(executions), restarts),
             started_at=started_at,
             ended_at=ended_at if ended else None,
-            nodes=tuple(expand_hostlist(ran_on)),
+            nodes=expand_hostlist(ran_on),
             cause=verdict.cause if ended else None,
         ))
 

@@ -262,7 +262,8 @@ def parse_sinfo_nodes(text: str) -> dict[str, NodeRow]:
     return nodes
 
 
-def expand_hostlist(expr: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def expand_hostlist(expr: str) -> tuple[str, ...]:
     """Slurm's compressed host list (``gpu[01-03,7],login``) as host names."""
     hosts: list[str] = []
     for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", expr):
@@ -279,4 +280,4 @@ def expand_hostlist(expr: str) -> list[str]:
                 hosts.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(int(lo), int(hi) + 1))
             else:
                 hosts.append(f"{prefix}{rng}{suffix}")
-    return hosts
+    return tuple(hosts)
