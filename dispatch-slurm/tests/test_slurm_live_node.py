@@ -62,3 +62,29 @@ def test_node_loss_window_is_declared_and_overridable_S25(monkeypatch, backend) 
     assert backend.dispatch_declare().node_loss_window.total_seconds() == 600
     monkeypatch.setenv("DISPATCH_SLURM_NODE_LOSS_WINDOW", "45")
     assert backend.dispatch_declare().node_loss_window.total_seconds() == 45
+
+
+def test_a_drained_node_keeps_its_running_job_and_starves_new_ones_S39(backend, provoker) -> None:
+    """Drain is not loss: the running job runs on, a new job pends on ReqNodeNotAvail
+    (no-capacity, within its window) and starts once the node is resumed."""
+    run = uuid.uuid4().hex[:8]
+    running, waiting = f"live-drain-{run}-running", f"live-drain-{run}-waiting"
+    first = provoker.long(running)
+    provoker.wait_state(first, {"RUNNING"})
+    node = provoker.oob.run(["sinfo", "-h", "-N", "-o", "%N"]).stdout.split()[0]
+    provoker.oob.run(["scontrol", "update", f"nodename={node}", "state=drain",
+                      "reason=dispatch live test"])
+    try:
+        second = provoker.long(waiting)
+        seen = wait_for(backend.dispatch_discover, [running, waiting],
+                        lambda s: waiting in s and s[waiting].cause is not None, timeout=30)
+        assert (seen[running].phase, seen[running].cause) == (Phase.RUNNING, None)
+        assert seen[waiting].phase is Phase.PENDING
+        assert seen[waiting].cause.kind is CauseKind.NO_CAPACITY
+        assert "ReqNodeNotAvail" in seen[waiting].cause.detail
+    finally:
+        provoker.oob.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+    wait_for(backend.dispatch_discover, [waiting],
+             lambda s: s[waiting].phase is Phase.RUNNING, timeout=60)
+    for oid in (first, second):
+        backend.dispatch_stop(oid, STOP)
