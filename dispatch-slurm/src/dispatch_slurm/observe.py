@@ -214,7 +214,8 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
         scheduler_state=sq.state if sq is not None else (last.raw_state if last else ""),
         cause=verdict.cause,
         executions=tuple(executions),
-        created_at=submitted,
+        # a requeue resets Slurm's SubmitTime: the first incarnation's is the object's
+        created_at=rows[0].submitted if rows and rows[0].submitted else submitted,
     )
 
 
