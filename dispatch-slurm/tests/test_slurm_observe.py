@@ -52,7 +52,7 @@ def test_requeued_objects_keep_their_id_and_list_every_execution_S38() -> None:
     assert [e.cause.kind for e in node.executions] == [CauseKind.NODE_LOST, CauseKind.CANCELLED]
     assert node.executions[0].ended_at < node.executions[1].started_at
     # the first incarnation's Submit (23:24:25), not the requeue's new one (23:24:53)
-    assert node.created_at == datetime(2026, 11, 29, 23, 24, 25, tzinfo=UTC)
+    assert node.created_at == datetime(2026, 11, 29, 23, 24, 25).astimezone().astimezone(UTC)
 
 
 def test_a_requeued_job_waiting_to_run_again_has_its_ended_execution_S38() -> None:
