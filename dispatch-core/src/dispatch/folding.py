@@ -69,7 +69,7 @@ class _Scratch:
 
     def note(self, event: Event, state: State | None, cause: Cause | None, note: str = "") -> None:
         self.history.append(
-            Transition(
+            Transition.trusted(
                 seq=event.seq,
                 at=event.at,
                 event=event.type,
@@ -81,11 +81,11 @@ class _Scratch:
         )
 
     def freeze(self) -> Job:
-        # validating from dicts is faster in pydantic v2 than model_construct
-        return Job.model_validate(
-            dict(
+        # every value was built here from validated events: skip validating it again
+        return Job.trusted(
+            **dict(
                 **self.fields,
-                submissions=tuple(Submission.model_validate(s) for s in self.submissions),
+                submissions=tuple(Submission.trusted(**s) for s in self.submissions),
                 spent=dict(self.spent),
                 awaiting_submission=self.awaiting,
                 hold=self.hold,
@@ -161,7 +161,7 @@ def _recovery(s: _Scratch, e: RecoveryStarted) -> None:
 def _hold(s: _Scratch, e: HoldPlaced) -> None:
     if e.submission is not None:
         s.submission(e.submission, e)["handled"] = True
-    s.hold = Hold(since=e.at, cause=e.cause, rule=e.rule, submission=e.submission)
+    s.hold = Hold.trusted(since=e.at, cause=e.cause, rule=e.rule, submission=e.submission)
     s.note(e, State.HELD, e.cause, "recovery hold" if e.rule is not None else "hold")
 
 
@@ -179,14 +179,14 @@ def _cancel(s: _Scratch, e: CancelRequested) -> None:
 
 
 def _escalation(s: _Scratch, e: EscalationRaised) -> None:
-    s.escalations.append(Escalation(seq=e.seq, at=e.at, reason=e.reason, cause=e.cause))
+    s.escalations.append(Escalation.trusted(seq=e.seq, at=e.at, reason=e.reason, cause=e.cause))
     s.note(e, None, e.cause, e.reason)
 
 
 def _outcome(s: _Scratch, e: OutcomeCommitted) -> None:
     if s.outcome is not None:  # a committed outcome never changes (S-18)
         return
-    s.outcome = Outcome(seq=e.seq, at=e.at, state=e.state, cause=e.cause)
+    s.outcome = Outcome.trusted(seq=e.seq, at=e.at, state=e.state, cause=e.cause)
     s.hold = None
     s.awaiting = False
     for sub in s.submissions:

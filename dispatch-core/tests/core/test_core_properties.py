@@ -208,3 +208,17 @@ def test_unknown_name_in_any_enum_field_is_refused_S6(data: st.DataObject) -> No
         assert "from-a-newer-build" in str(err)
     else:
         raise AssertionError(f"accepted an unknown name at {path}")
+
+
+@SETTINGS
+@given(st.data())
+def test_folded_job_equals_its_validated_self_S20(data: st.DataObject) -> None:
+    """fold builds its models without validating them again (they come from validated
+    events); this proves nothing is lost or mistyped on that path."""
+    from dispatch import Job
+
+    w, _ = _play(data)
+    job = fold(w.events)
+    again = Job.model_validate_json(job.model_dump_json())
+    assert again == job
+    assert again.model_dump() == job.model_dump()
