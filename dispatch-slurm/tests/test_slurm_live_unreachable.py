@@ -70,13 +70,3 @@ def test_accounting_down_raises_unreachable_not_a_partial_discovery_S5(slurm_clu
     finally:
         _restart()
     assert backend.dispatch_discover(["any-job"]).objects == ()
-
-
-def test_a_command_past_its_timeout_is_unreachable_S5() -> None:
-    with pytest.raises(Unreachable, match=r"did not answer within 0\.2 s"):
-        Runner(timeout=0.2).run(["sleep", "5"])
-
-
-def test_a_missing_command_is_unreachable_S5() -> None:
-    with pytest.raises(Unreachable, match="not installed"):
-        Runner().run(["sbatch-does-not-exist-here"])
