@@ -96,6 +96,15 @@ def test_sbatch_argv_defaults_to_no_requeue_S9() -> None:
     assert "--no-requeue" in sbatch_argv("j", 1, _spec(), False, "/tmp/s.sh")
 
 
+def test_a_requeue_rule_the_plan_leaves_to_slurm_becomes_sbatch_requeue_S9() -> None:
+    from dispatch import Action
+
+    native = _spec().model_copy(update={"native_actions": frozenset({Action.REQUEUE})})
+    assert "--requeue" in sbatch_argv("j", 1, native, False, "/tmp/s.sh")
+    opted_out = native.model_copy(update={"options": {"requeue": "no"}})
+    assert "--no-requeue" in sbatch_argv("j", 1, opted_out, False, "/tmp/s.sh")
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"colour": "red"}, "unknown slurm option"),
     ({"requeue": "maybe"}, "expected yes or no"),

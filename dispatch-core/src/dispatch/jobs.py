@@ -11,6 +11,7 @@ import secrets
 from datetime import UTC, datetime
 
 from dispatch.backends import Registry
+from dispatch.enums import Enforcer
 from dispatch.errors import BadInput, NotAllowed
 from dispatch.events import Event, JobCreated
 from dispatch.folding import fold
@@ -64,6 +65,8 @@ def create_job(
 
     plan = bind_plan(registry, backend, policy)
     check_spec(registry, backend, spec)
+    native = frozenset(b.rule.action for b in plan.bindings if b.enforcer is Enforcer.BACKEND)
+    spec = spec.model_copy(update={"native_actions": native})
     job_id = job_id or new_job_id()
     created = JobCreated(
         job_id=job_id,

@@ -7,6 +7,7 @@ from datetime import timedelta
 from pydantic import Field, model_validator
 
 from dispatch.base import Model
+from dispatch.enums import NATIVE_ACTIONS, Action
 
 
 class Resources(Model):
@@ -25,6 +26,10 @@ class JobSpec(Model):
 
     ``options`` are backend-specific (Slurm partition, Kubeflow image...); the backend's
     declarations list the names it accepts and the CLI refuses any other before submitting.
+
+    ``native_actions`` is set by dispatch, not the user: the actions (restart, requeue) the
+    job's plan leaves to the backend's own mechanism, so the adapter turns them into that
+    mechanism at submit time (S-9: Slurm ``--requeue``, a JobSet restart policy).
     """
 
     name: str = Field(default="job", min_length=1)
@@ -34,9 +39,12 @@ class JobSpec(Model):
     workdir: str | None = None
     resources: Resources = Field(default_factory=Resources)
     options: dict[str, str] = Field(default_factory=dict)
+    native_actions: frozenset[Action] = frozenset()
 
     @model_validator(mode="after")
     def _one_of_command_or_script(self) -> JobSpec:
         if bool(self.command) == (self.script is not None):
             raise ValueError("give exactly one of a command or a script")
+        if self.native_actions - NATIVE_ACTIONS:
+            raise ValueError("native_actions holds only restart and requeue")
         return self

@@ -347,3 +347,10 @@ def test_cli_status_and_supervisor_see_the_same_S24_S40(rig: Rig) -> None:
     )
     assert out.stdout.strip() == supervisor_view.model_dump_json()
     assert Discovery.model_validate_json(discovery.model_dump_json()) == discovery
+
+
+def test_the_plan_tells_the_backend_which_rules_it_enforces_natively_S9(rig: Rig) -> None:
+    native = rig.job(([CauseKind.PREEMPTED], Action.REQUEUE, 2), EXIT_HOLD)
+    plain = rig.job(PREEMPT)
+    assert load_job(rig.store, native).spec.native_actions == {Action.REQUEUE}
+    assert load_job(rig.store, plain).spec.native_actions == frozenset()

@@ -57,8 +57,8 @@ OPTIONS = {
     "reservation": "reservation to run in (sbatch --reservation)",
     "output": "stdout path pattern (sbatch --output), default slurm-%j.out in the workdir",
     "error": "stderr path pattern (sbatch --error)",
-    "requeue": "yes|no (default no): let Slurm requeue the job itself (sbatch --requeue); "
-    "set it when the policy has a requeue rule, which Slurm then enforces",
+    "requeue": "yes|no: let Slurm requeue the job itself (sbatch --requeue); default yes "
+    "when the policy has a requeue rule (Slurm then enforces it), else no",
     "sbatch_args": "more sbatch options, split like a shell would (never run by a shell)",
 }
 #: options dispatch sets itself; an sbatch_args that tries to set them is refused
@@ -120,7 +120,8 @@ def sbatch_argv(job_id: str, submission: int, spec: JobSpec, gated: bool,
         )
     tag = Tag(job_id=job_id, submission=submission, gated=gated)
     argv = ["sbatch", "--parsable", f"--job-name={job_name(job_id)}", f"--comment={tag.comment()}"]
-    requeue = spec.options.get("requeue", "no").lower()
+    default = "yes" if Action.REQUEUE in spec.native_actions else "no"
+    requeue = spec.options.get("requeue", default).lower()
     if requeue not in ("yes", "no"):
         raise BadInput(f"job {job_id!r}: option requeue={requeue!r}: expected yes or no")
     argv.append("--requeue" if requeue == "yes" else "--no-requeue")
