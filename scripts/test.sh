@@ -8,3 +8,7 @@ bash scripts/setup.sh services
 export DISPATCH_TEST_POSTGRES=${DISPATCH_TEST_POSTGRES:-$(cat .venv/postgres-dsn)}
 .venv/bin/ruff check dispatch-core/src dispatch-testing/src dispatch-slurm/src dispatch-kubeflow/src
 .venv/bin/python -m pytest "$@"
+if [ $# -eq 0 ]; then
+    # the conformance kit's live tier against the real Slurm started above (issue 5)
+    .venv/bin/dispatch-conformance slurm --live -q
+fi
