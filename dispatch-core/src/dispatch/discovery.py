@@ -64,6 +64,7 @@ class Discovery(Model):
     backend: str
     at: AwareDatetime
     objects: tuple[ObjectView, ...] = ()
+
     @cached_property
     def _index(self) -> dict[str, tuple[ObjectView, ...]]:
         # a cached_property stays out of equality and encoding, unlike a private attribute

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from dispatch.cause import Cause
-from dispatch.enums import CauseKind, Enforcer, Provenance, Resolution, State
+from dispatch.enums import Enforcer, Resolution, State
 from dispatch.errors import DecodeError
 from dispatch.events import (
     CancelRequested,
@@ -49,7 +49,6 @@ class _Scratch:
         self.spent: dict[int, int] = {}
         self.awaiting = False
         self.hold: Hold | None = None
-        self.last_resolution: Resolution | None = None
         self.cancel: Cause | None = None
         self.escalations: list[Escalation] = []
         self.outcome: Outcome | None = None
@@ -89,7 +88,6 @@ class _Scratch:
                 spent=dict(self.spent),
                 awaiting_submission=self.awaiting,
                 hold=self.hold,
-                last_resolution=self.last_resolution,
                 cancel=self.cancel,
                 escalations=tuple(self.escalations),
                 outcome=self.outcome,
@@ -166,7 +164,6 @@ def _hold(s: _Scratch, e: HoldPlaced) -> None:
 
 
 def _resolved(s: _Scratch, e: HoldResolved) -> None:
-    s.last_resolution = e.resolution
     if e.resolution is Resolution.RESUBMIT:
         s.awaiting = True
     s.note(e, None, None, e.resolution.value)
@@ -274,7 +271,6 @@ def _thaw(job: Job) -> _Scratch:
     s.spent = dict(job.spent)
     s.awaiting = job.awaiting_submission
     s.hold = job.hold
-    s.last_resolution = job.last_resolution
     s.cancel = job.cancel
     s.escalations = list(job.escalations)
     s.outcome = job.outcome
@@ -282,7 +278,3 @@ def _thaw(job: Job) -> _Scratch:
     s.superseded_by = list(job.superseded_by)
     return s
 
-
-def actor_cause(kind: CauseKind, actor: str, detail: str, at: Any) -> Cause:
-    """A cause an actor (a person, through the CLI) is behind."""
-    return Cause(kind=kind, provenance=Provenance.ACTOR, actor=actor, detail=detail, at=at)

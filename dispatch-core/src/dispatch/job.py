@@ -10,7 +10,7 @@ from pydantic import AwareDatetime, Field
 
 from dispatch.base import Model
 from dispatch.cause import Cause
-from dispatch.enums import Resolution, State
+from dispatch.enums import State
 from dispatch.policy import Plan
 from dispatch.spec import JobSpec
 
@@ -77,7 +77,6 @@ class Job(Model):
     spent: dict[int, int] = Field(default_factory=dict, description="rule index -> units spent")
     awaiting_submission: bool = False
     hold: Hold | None = None
-    last_resolution: Resolution | None = None
     cancel: Cause | None = None
     escalations: tuple[Escalation, ...] = ()
     outcome: Outcome | None = None

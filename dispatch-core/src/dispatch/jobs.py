@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 
 from dispatch.backends import Registry
 from dispatch.enums import Enforcer
-from dispatch.errors import BadInput, NotAllowed
+from dispatch.errors import BadInput
 from dispatch.events import Event, JobCreated
 from dispatch.folding import fold
 from dispatch.job import Job
 from dispatch.policy import Plan, RecoveryPolicy
 from dispatch.projection import project
-from dispatch.requests import supersede
+from dispatch.requests import check_supersede, supersede
 from dispatch.spec import JobSpec
 from dispatch.status import Status
 from dispatch.store.base import RecordStore
@@ -126,9 +126,7 @@ def supersede_job(
 
     now = now or utc_now()
     old = load_job(store, job_id)
-    if old.outcome is None:
-        supersede(old, new_job_id="-", actor=actor, now=now)  # raises NotAllowed with advice
-        raise NotAllowed(f"job {job_id} is not finished")
+    check_supersede(old)
     new_id = create_job(
         store,
         registry,

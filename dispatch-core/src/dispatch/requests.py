@@ -26,7 +26,7 @@ def _next(job: Job, k: int = 1) -> int:
     return job.version + k
 
 
-def _refuse_terminal(job: Job, verb: str) -> None:
+def _refuse_terminal(job: Job) -> None:
     if job.outcome is not None:
         raise NotAllowed(
             f"job {job.job_id} is already {job.outcome.state.value}; a committed outcome never "
@@ -35,7 +35,7 @@ def _refuse_terminal(job: Job, verb: str) -> None:
 
 
 def cancel(job: Job, *, actor: str, now: datetime, detail: str = "") -> list[Event]:
-    _refuse_terminal(job, "cancel")
+    _refuse_terminal(job)
     if job.cancel is not None:
         return []  # already asked: cancelling twice is not an error
     cause = Cause(
@@ -49,7 +49,7 @@ def cancel(job: Job, *, actor: str, now: datetime, detail: str = "") -> list[Eve
 
 
 def _require_hold(job: Job, verb: str) -> None:
-    _refuse_terminal(job, verb)
+    _refuse_terminal(job)
     if job.hold is None:
         raise NotAllowed(
             f"job {job.job_id} is not held, so there is nothing to {verb}; "
@@ -94,13 +94,18 @@ def give_up(job: Job, *, actor: str, now: datetime) -> list[Event]:
     ]
 
 
-def supersede(job: Job, *, new_job_id: str, actor: str, now: datetime) -> list[Event]:
-    """Link a terminal job to the new job that runs it again; its outcome stays (S-18)."""
+def check_supersede(job: Job) -> None:
+    """Only a finished job can be run again as a new one (S-18)."""
     if job.outcome is None:
         raise NotAllowed(
             f"job {job.job_id} is not finished ({'held' if job.hold else 'active'}); "
             f"supersede runs a finished job again. Cancel it first: `dispatch cancel {job.job_id}`."
         )
+
+
+def supersede(job: Job, *, new_job_id: str, actor: str, now: datetime) -> list[Event]:
+    """Link a terminal job to the new job that runs it again; its outcome stays (S-18)."""
+    check_supersede(job)
     return [
         SupersededBy(job_id=job.job_id, seq=_next(job), at=now, actor=actor, new_job_id=new_job_id)
     ]
