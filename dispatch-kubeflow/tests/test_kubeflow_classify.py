@@ -596,7 +596,7 @@ def test_deleted_after_a_recorded_stop_carries_the_stop_cause() -> None:
     stop = Cause(
         kind=CauseKind.NODE_LOST, provenance=Provenance.ACTOR, actor="supervisor", detail="fence"
     )
-    view = see(trainjob(deleting=T1, annotations={tags.STOP: stop.to_json()}))
+    view = see(trainjob(deleting=T1, annotations={tags.STOP: stop.model_dump_json()}))
     assert view.phase is Phase.ENDED
     assert view.cause == Cause(
         kind=CauseKind.CANCELLED,
@@ -709,7 +709,7 @@ def test_stop_annotation_round_trips_through_json() -> None:
     stop = Cause(
         kind=CauseKind.NODE_LOST, provenance=Provenance.ACTOR, actor="supervisor", detail="fence"
     )
-    assert Cause.model_validate(json.loads(stop.to_json())) == stop
+    assert Cause.model_validate(json.loads(stop.model_dump_json())) == stop
 
 
 def test_every_row_of_the_mapping_doc_names_a_test_that_exists() -> None:

@@ -64,6 +64,3 @@ class Model(BaseModel):
         setter(model, "__pydantic_extra__", None)
         setter(model, "__pydantic_private__", None)
         return model
-
-    def to_json(self) -> str:
-        return self.model_dump_json(exclude_defaults=False)

@@ -83,7 +83,7 @@ def test_a_later_process_sees_and_stops_what_this_one_started_S40(
     object_id = backend.dispatch_submit("job-shared", 1, JobSpec(command=("sleep", "30")), False)
     here = settle("job-shared", running)
     seen = Discovery.model_validate_json(
-        in_another_process(state_dir, 'print(backend.discover(["job-shared"]).to_json())')
+        in_another_process(state_dir, 'print(backend.discover(["job-shared"]).model_dump_json())')
     )
     (there,) = seen.objects
     assert there == here
@@ -227,7 +227,7 @@ def test_a_reused_pid_or_a_reboot_is_not_taken_for_a_live_runner_S4(
     settle("job-reused", lambda v: record.exists() and v.phase is Phase.GATED)
     runner = _runner_of(state_dir, object_id)
     os.kill(runner.pid, signal.SIGKILL)
-    reused = json.loads(runner.to_json()) | {"pid": os.getpid()} | change
+    reused = json.loads(runner.model_dump_json()) | {"pid": os.getpid()} | change
     if "start_ticks" not in change:
         me = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()
         reused["start_ticks"] = int(me[19])

@@ -4,6 +4,7 @@ real clean virtual environments; dependencies come from the package index."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import venv
@@ -27,6 +28,9 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("wheels")
     built = {}
     for dist in ("dispatch-core", "dispatch-slurm", "dispatch-kubeflow", "dispatch-testing"):
+        # setuptools builds in the source tree and never deletes from build/: start clean,
+        # or a module removed from src/ would still ship
+        shutil.rmtree(ROOT / dist / "build", ignore_errors=True)
         _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, ROOT / dist)
         (wheel,) = out.glob(dist.replace("-", "_") + "-*.whl")
         built[dist] = wheel

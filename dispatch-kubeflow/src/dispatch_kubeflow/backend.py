@@ -178,7 +178,7 @@ class KubeflowBackend:
         kube = self.kube
         try:
             kube.patch_trainjob(
-                namespace, name, {"metadata": {"annotations": {tags.STOP: cause.to_json()}}}
+                namespace, name, {"metadata": {"annotations": {tags.STOP: cause.model_dump_json()}}}
             )
             kube.delete_trainjob(namespace, name, "Foreground")
         except ApiRefused as exc:

@@ -242,5 +242,5 @@ def check_discovery(discovery: Discovery, declarations: Declarations, asked: Seq
             )
         indexes = [e.index for e in obj.executions]
         assert indexes == sorted(set(indexes)), f"{where}: execution indexes {indexes}"
-    decoded = Discovery.model_validate_json(discovery.to_json())
+    decoded = Discovery.model_validate_json(discovery.model_dump_json())
     assert decoded == discovery, "the discovery does not survive encode/decode (S-6)"

@@ -118,7 +118,7 @@ class BackendConformance:
         )
         if Capability.TIME_LIMIT in d.capabilities:
             assert CauseKind.TIME_LIMIT in d.reports, "time-limit capability without its cause"
-        assert Declarations.model_validate_json(d.to_json()) == d
+        assert Declarations.model_validate_json(d.model_dump_json()) == d
         try:
             before = kit.harness.calls()
         except NotProvokable:
@@ -378,7 +378,7 @@ class BackendConformance:
             self._check_native(kit, obj, provoked)
         else:
             self._check_cause(obj, scenario, provoked)
-        assert ObjectView.model_validate_json(obj.to_json()) == obj
+        assert ObjectView.model_validate_json(obj.model_dump_json()) == obj
 
     def _check_cause(self, obj: ObjectView, scenario: Scenario, provoked: Provoked) -> None:
         cause = obj.cause
@@ -429,14 +429,14 @@ class BackendConformance:
         kit.backend.submit(long, 1, kit.harness.long_spec(), False)
         kit.wait_for(quick, lambda objs: bool(objs) and not _alive(objs), "ended")
         discovery = kit.discover([quick, long])
-        assert Discovery.model_validate_json(discovery.to_json()) == discovery
+        assert Discovery.model_validate_json(discovery.model_dump_json()) == discovery
         for obj in discovery.objects:
-            assert ObjectView.model_validate_json(obj.to_json()) == obj
+            assert ObjectView.model_validate_json(obj.model_dump_json()) == obj
             for execution in obj.executions:
-                assert Execution.model_validate_json(execution.to_json()) == execution
+                assert Execution.model_validate_json(execution.model_dump_json()) == execution
             if obj.cause is not None:
-                assert Cause.model_validate_json(obj.cause.to_json()) == obj.cause
-                assert f'"{obj.cause.kind.value}"' in obj.cause.to_json()
+                assert Cause.model_validate_json(obj.cause.model_dump_json()) == obj.cause
+                assert f'"{obj.cause.kind.value}"' in obj.cause.model_dump_json()
 
     # -- end to end ----------------------------------------------------------------------
 

@@ -233,7 +233,7 @@ class LocalBackend:
         self.state.objects.mkdir(parents=True, exist_ok=True)
         draft = ObjectDir(self.state.objects / f".draft-{meta.object_id}")
         draft.path.mkdir()
-        write_atomic(draft.meta, meta.to_json())
+        write_atomic(draft.meta, meta.model_dump_json())
         script = meta.spec.script
         if script is not None:
             draft.script.write_text(script, encoding="utf-8")
@@ -271,7 +271,7 @@ class LocalBackend:
             ending = Ending(
                 state="launch-failed", cause=cause, ended_at=now, launched=False, host=hostname()
             )
-            create_once(obj.end, ending.to_json())
+            create_once(obj.end, ending.model_dump_json())
             return
         self._children.add(pid)
 
@@ -306,7 +306,7 @@ class LocalBackend:
                 meta = None
             if meta is None:
                 return  # an object we cannot read is not one we can stop safely
-            create_once(obj.stop, StopRequest(cause=cause, at=_now()).to_json())
+            create_once(obj.stop, StopRequest(cause=cause, at=_now()).model_dump_json())
             deadline = time.monotonic() + meta.stop_grace + STOP_MARGIN
             while not present(obj.end) and time.monotonic() < deadline:
                 if self._runner_gone(obj, meta):
@@ -368,7 +368,7 @@ class LocalBackend:
             launched=True,
             host=leader.host,
         )
-        create_once(obj.end, ending.to_json())
+        create_once(obj.end, ending.model_dump_json())
 
 
 def _wait_gone(process: ProcessIdentity, seconds: float) -> bool:

@@ -90,7 +90,7 @@ class Runner:
         signal.pthread_sigmask(signal.SIG_BLOCK, _WAKING)
         # Recorded only now: a runner on record is one whose signals mean what the module
         # says, never a Python still starting up that a SIGTERM would simply kill.
-        create_once(self.obj.runner, identify(os.getpid()).to_json())
+        create_once(self.obj.runner, identify(os.getpid()).model_dump_json())
         if self.meta.gated and not self._wait_for_gate():
             return
         before = self._stop_request() or self._signal_reason()
@@ -108,7 +108,7 @@ class Runner:
             return
         self.started_at = _now()
         started = Started(process=identify(self.proc.pid), started_at=self.started_at)
-        self._persist(lambda: write_atomic(self.obj.started, started.to_json()))
+        self._persist(lambda: write_atomic(self.obj.started, started.model_dump_json()))
         self._watch(self.proc)
 
     def _wait_for_gate(self) -> bool:
@@ -256,7 +256,7 @@ class Runner:
             launched=launched,
             host=self.host,
         )
-        self._persist(lambda: create_once(self.obj.end, ending.to_json()))
+        self._persist(lambda: create_once(self.obj.end, ending.model_dump_json()))
 
     def _persist(self, write: Callable[[], object]) -> None:
         """Write a record, retrying through a passing outage of the state directory: the
