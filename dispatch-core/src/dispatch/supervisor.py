@@ -73,7 +73,6 @@ class Supervisor:
         lease_ttl: timedelta = timedelta(seconds=90),
         clock: Callable[[], datetime] = utc_now,
         step: Callable[[str], None] | None = None,
-        full_refresh_every: int = 20,
         jobs: Iterable[str] | None = None,
     ) -> None:
         self.store = store
@@ -82,23 +81,17 @@ class Supervisor:
         self.lease_ttl = lease_ttl
         self.clock = clock
         self._step = step or (lambda name: None)
-        self._full_refresh_every = full_refresh_every
         self._only = frozenset(jobs) if jobs is not None else None
         self._jobs: dict[str, Job] = {}
         self._broken: dict[str, str] = {}
         self._position = 0
-        self._ticks = 0
         self._retry_at: dict[str, datetime] = {}
         self._backoff: dict[str, float] = {}
 
     # ------------------------------------------------------------------ record
     def _refresh(self) -> None:
-        if self._ticks % self._full_refresh_every == 0 and self._jobs:
-            # Positions can be committed out of order by concurrent writers on a server
-            # database; a periodic full read of the active jobs closes any gap.
-            active = [j for j, job in self._jobs.items() if job.outcome is None]
-            for job_id, events in self.store.read_many(active).items():
-                self._fold_fresh(job_id, events)
+        # The feed misses nothing (the stores serialise appends), so only what is new is
+        # read; a job whose append conflicts is re-read whole (see _append).
         events, self._position = self.store.read_since(self._position)
         by_job: dict[str, list[Event]] = {}
         for event in events:
@@ -137,7 +130,6 @@ class Supervisor:
         now = now or self.clock()
         report = TickReport(at=now)
         self._refresh()
-        self._ticks += 1
         active = [job_id for job_id, job in self._jobs.items() if job.outcome is None]
         report.active = len(active)
         for job_id, why in self._broken.items():
