@@ -42,16 +42,25 @@ def main() -> None:
     env.pop("DISPATCH_STORE", None)
     # a user's install has its bytecode cached; this sandbox sets PYTHONDONTWRITEBYTECODE
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    job = subprocess.run([DISPATCH, "submit", "--wait", "--interval", "0.2", "--", "true"], env=env,
-                         capture_output=True, text=True, check=True).stdout.split()[0]
+    job = subprocess.run(
+        [DISPATCH, "submit", "--wait", "--interval", "0.2", "--", "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[0]
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    for label, cmd in [("dispatch --help", [DISPATCH, "--help"]),
-                       ("dispatch status JOB", [DISPATCH, "status", job]),
-                       ("dispatch status JOB --json", [DISPATCH, "status", job, "--json"]),
-                       ("python -c pass (floor)", [sys.executable, "-c", "pass"])]:
+    for label, cmd in [
+        ("dispatch --help", [DISPATCH, "--help"]),
+        ("dispatch status JOB", [DISPATCH, "status", job]),
+        ("dispatch status JOB --json", [DISPATCH, "status", job, "--json"]),
+        ("python -c pass (floor)", [sys.executable, "-c", "pass"]),
+    ]:
         wall, cpu = timed(cmd, env, args.runs)
-        print(f"{label:<28} wall median {statistics.median(wall):5.0f} ms (min {min(wall):4.0f})"
-              f"   cpu median {statistics.median(cpu):5.0f} ms (min {min(cpu):4.0f})")
+        print(
+            f"{label:<28} wall median {statistics.median(wall):5.0f} ms (min {min(wall):4.0f})"
+            f"   cpu median {statistics.median(cpu):5.0f} ms (min {min(cpu):4.0f})"
+        )
 
 
 if __name__ == "__main__":

@@ -14,10 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dispatch-core" / "tests"))
 
-from core_bench import World, cause, policy  # noqa: E402
-
-from dispatch import Action, CauseKind, fold  # noqa: E402
-from dispatch.events import decode_event, encode_event  # noqa: E402
+from core_bench import World, cause, policy
+from dispatch import Action, CauseKind, fold
+from dispatch.events import decode_event, encode_event
 
 
 def one_record() -> list[str]:
@@ -45,8 +44,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     args = parser.parse_args()
     template = one_record()
-    records = [[row.replace(w_id, f"job-{n}") for row in template] for n in range(args.jobs)
-               for w_id in ["job-1"]]
+    records = [
+        [row.replace(w_id, f"job-{n}") for row in template]
+        for n in range(args.jobs)
+        for w_id in ["job-1"]
+    ]
     total = sum(len(r) for r in records)
     nbytes = sum(len(row) for r in records for row in r)
 
@@ -56,7 +58,10 @@ def main() -> None:
     t_fold = best(lambda: [fold(r) for r in decoded])
     t_both = best(lambda: [fold([decode_event(row) for row in r]) for r in records])
 
-    print(f"{args.jobs} records, {total} events ({total / args.jobs:.0f} per job), {nbytes / 1e6:.1f} MB of JSON")
+    print(
+        f"{args.jobs} records, {total} events ({total / args.jobs:.0f} per job), "
+        f"{nbytes / 1e6:.1f} MB of JSON"
+    )
     print(f"json.loads only     {total / t_json:>10,.0f} events/s  ({t_json:.3f} s)")
     print(f"decode (pydantic)   {total / t_decode:>10,.0f} events/s  ({t_decode:.3f} s)")
     print(f"fold only           {total / t_fold:>10,.0f} events/s  ({t_fold:.3f} s)")

@@ -6,7 +6,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 bash scripts/setup.sh services
 export DISPATCH_TEST_POSTGRES=${DISPATCH_TEST_POSTGRES:-$(cat .venv/postgres-dsn)}
-.venv/bin/ruff check dispatch-core/src dispatch-testing/src dispatch-slurm/src dispatch-kubeflow/src
+.venv/bin/ruff check .
 .venv/bin/python -m pytest "$@"
 if [ $# -eq 0 ]; then
     # the conformance kit's live tier against the real Slurm started above (issue 5)

@@ -1,4 +1,5 @@
-"""Fixtures for the record-store contract suite and the supervisor tests: one ``harness`` per real storage.
+"""Fixtures for the record-store contract suite and the supervisor tests: one
+``harness`` per real storage.
 
 ``harness`` is parametrised over SQLite (a file in tmp_path) and PostgreSQL (a real
 server, one fresh schema per test). The PostgreSQL server is started by the project's

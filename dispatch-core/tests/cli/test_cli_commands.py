@@ -150,7 +150,8 @@ def test_supersede_a_failed_job_S18(sh: Shell) -> None:
             ["p.toml: rule 1", "positive budget"],
         ),
         (
-            '[[rule]]\non = ["preempted"]\naction = "hold"\n[[rule]]\non = ["preempted"]\naction = "escalate"\n',
+            '[[rule]]\non = ["preempted"]\naction = "hold"\n'
+            '[[rule]]\non = ["preempted"]\naction = "escalate"\n',
             ["rule 1 and rule 2", "'preempted'"],
         ),
         (

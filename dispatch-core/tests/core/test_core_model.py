@@ -29,6 +29,7 @@ from dispatch import (
 )
 from dispatch.enums import Enforcer
 from dispatch.events import decode_event
+from pydantic import ValidationError
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -159,7 +160,7 @@ def test_rule_shape_S7() -> None:
     r = Rule(on=[CauseKind.PREEMPTED, CauseKind.NODE_LOST], action=Action.RESUBMIT, budget=3)
     assert r.on == (CauseKind.PREEMPTED, CauseKind.NODE_LOST) and r.budget == 3
     assert [a.value for a in Action] == ["resubmit", "hold", "escalate", "restart", "requeue"]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         Rule(on=[], action=Action.HOLD)
 
 

@@ -137,7 +137,8 @@ def test_heavy_client_libraries_not_imported_by_help_S31() -> None:
     code = (
         "import sys; from dispatch.cli.main import cli\n"
         "try:\n    cli(['--help'])\nexcept SystemExit: pass\n"
-        "heavy = [m for m in ('kubernetes', 'pydantic', 'psycopg', 'dispatch_slurm', 'dispatch_kubeflow') if m in sys.modules]\n"
+        "heavy = [m for m in ('kubernetes', 'pydantic', 'psycopg', 'dispatch_slurm',\n"
+        "                     'dispatch_kubeflow') if m in sys.modules]\n"
         "print('HEAVY:' + ','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -120,7 +120,7 @@ def test_fold_is_deterministic_and_incremental_S20_S24(data: st.DataObject) -> N
 @SETTINGS
 @given(st.data())
 def test_terminal_only_when_committed_and_never_changes_S18(data: st.DataObject) -> None:
-    w, statuses = _play(data)
+    _, statuses = _play(data)
     committed = None
     for st_ in statuses:
         if st_.state in TERMINAL_STATES and st_.settled:
