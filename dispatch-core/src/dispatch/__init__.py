@@ -24,6 +24,7 @@ _WHERE: dict[str, str] = {
     "Enforcer": "dispatch.enums",
     "Execution": "dispatch.discovery",
     "Job": "dispatch.job",
+    "Launcher": "dispatch.enums",
     "JobSpec": "dispatch.spec",
     "Level": "dispatch.enums",
     "NotAllowed": "dispatch.errors",
@@ -67,6 +68,7 @@ __all__ = [
     "Execution",
     "Job",
     "JobSpec",
+    "Launcher",
     "Level",
     "NotAllowed",
     "ObjectView",
@@ -128,6 +130,9 @@ if TYPE_CHECKING:
     )
     from dispatch.enums import (
         Capability as Capability,
+    )
+    from dispatch.enums import (
+        Launcher as Launcher,
     )
     from dispatch.enums import (
         CauseKind as CauseKind,

@@ -15,6 +15,11 @@ class Cause(Model):
 
     ``detail`` is the scheduler's (or actor's) own words, verbatim: adapters never
     paraphrase it, because it is what a person pastes into a ticket.
+
+    ``nodes`` and ``rank`` attribute the ending (S-42): the node that was lost, the node
+    (and rank, where the scheduler says it) whose task failed first. They are structured so
+    a resubmission can keep off those nodes (S-43) without parsing ``detail``; empty when
+    the scheduler does not say.
     """
 
     kind: CauseKind
@@ -23,6 +28,8 @@ class Cause(Model):
     detail: str = ""
     exit_code: int | None = None
     at: AwareDatetime | None = None
+    nodes: tuple[str, ...] = ()
+    rank: int | None = None
 
 
 #: Specific over generic when two ranks failed at the same instant.

@@ -129,6 +129,21 @@ class Capability(_Named):
     TIME_LIMIT = "time-limit"
     MULTI_NODE = "multi-node"
     GPUS = "gpus"
+    EXCLUDE_NODES = "exclude-nodes"
+    LOGS = "logs"
+
+
+class Launcher(_Named):
+    """How a multi-node command is started (S-41).
+
+    ``tasks``: the command runs once per task (nodes x tasks-per-node), each task with the
+    torch.distributed contract in its environment (RANK, LOCAL_RANK, WORLD_SIZE...).
+    ``torchrun``: the command (``torchrun train.py``) runs once per node, with torchrun's
+    own ``PET_*`` variables set so its rendezvous needs no arguments.
+    """
+
+    TASKS = "tasks"
+    TORCHRUN = "torchrun"
 
 
 class Resolution(_Named):

@@ -58,6 +58,7 @@ class SubmissionRequested(_Event):
     type: Literal["submission-requested"] = "submission-requested"
     submission: int = Field(ge=1)
     gated: bool = False
+    exclude_nodes: frozenset[str] = frozenset()
 
 
 class SubmissionCreated(_Event):

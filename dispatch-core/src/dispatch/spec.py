@@ -7,7 +7,7 @@ from datetime import timedelta
 from pydantic import Field, model_validator
 
 from dispatch.base import Model
-from dispatch.enums import NATIVE_ACTIONS, Action
+from dispatch.enums import NATIVE_ACTIONS, Action, Launcher
 
 
 class Resources(Model):
@@ -30,6 +30,11 @@ class JobSpec(Model):
     ``native_actions`` is set by dispatch, not the user: the actions (restart, requeue) the
     job's plan leaves to the backend's own mechanism, so the adapter turns them into that
     mechanism at submit time (S-9: Slurm ``--requeue``, a JobSet restart policy).
+
+    ``launcher`` says how a multi-node command starts (S-41, :class:`dispatch.Launcher`).
+    ``exclude_nodes`` is set by dispatch, not the user: the nodes earlier submissions of
+    the job ended on for a cause the policy blames on the node (S-43), recorded with the
+    submission request; a backend declaring ``exclude-nodes`` keeps the object off them.
     """
 
     name: str = Field(default="job", min_length=1)
@@ -40,6 +45,8 @@ class JobSpec(Model):
     resources: Resources = Field(default_factory=Resources)
     options: dict[str, str] = Field(default_factory=dict)
     native_actions: frozenset[Action] = frozenset()
+    launcher: Launcher = Launcher.TASKS
+    exclude_nodes: frozenset[str] = frozenset()
 
     @model_validator(mode="after")
     def _one_of_command_or_script(self) -> JobSpec:

@@ -47,7 +47,7 @@ def test_eight_states_exactly_S1() -> None:
     ]
 
 
-def test_cause_has_all_fields_S2() -> None:
+def test_cause_has_all_fields_S2_S42() -> None:
     c = Cause(
         kind=CauseKind.OUT_OF_MEMORY,
         provenance=Provenance.SCHEDULER,
@@ -56,7 +56,9 @@ def test_cause_has_all_fields_S2() -> None:
         exit_code=125,
         at=T,
     )
-    assert set(Cause.model_fields) == {"kind", "provenance", "actor", "detail", "exit_code", "at"}
+    assert set(Cause.model_fields) == {
+        "kind", "provenance", "actor", "detail", "exit_code", "at", "nodes", "rank"
+    }
     assert [p.value for p in Provenance] == ["scheduler", "application", "actor"]
     assert Cause.model_validate_json(c.model_dump_json()).detail == "OUT_OF_MEMORY  0:125"
 
