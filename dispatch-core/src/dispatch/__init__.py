@@ -132,13 +132,13 @@ if TYPE_CHECKING:
         Capability as Capability,
     )
     from dispatch.enums import (
-        Launcher as Launcher,
-    )
-    from dispatch.enums import (
         CauseKind as CauseKind,
     )
     from dispatch.enums import (
         Enforcer as Enforcer,
+    )
+    from dispatch.enums import (
+        Launcher as Launcher,
     )
     from dispatch.enums import (
         Level as Level,

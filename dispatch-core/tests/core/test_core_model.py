@@ -57,7 +57,14 @@ def test_cause_has_all_fields_S2_S42() -> None:
         at=T,
     )
     assert set(Cause.model_fields) == {
-        "kind", "provenance", "actor", "detail", "exit_code", "at", "nodes", "rank"
+        "kind",
+        "provenance",
+        "actor",
+        "detail",
+        "exit_code",
+        "at",
+        "nodes",
+        "rank",
     }
     assert [p.value for p in Provenance] == ["scheduler", "application", "actor"]
     assert Cause.model_validate_json(c.model_dump_json()).detail == "OUT_OF_MEMORY  0:125"
