@@ -88,6 +88,38 @@ class Backend:
     def stop(self, object_id: str, cause: Cause) -> None:
         self._hook.dispatch_stop(object_id=object_id, cause=cause)
 
+    def validate(self, spec: JobSpec) -> None:
+        self._hook.dispatch_validate(spec=spec)
+
+    def render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str | None:
+        """None when the backend does not implement the optional hook."""
+        result = self._hook.dispatch_render(
+            job_id=job_id, submission=submission, spec=spec, gated=gated
+        )
+        return None if result is None else str(result)
+
+    def logs(
+        self,
+        job_id: str,
+        submission: int,
+        object_id: str,
+        *,
+        stream: str = "stdout",
+        node: str | None = None,
+        rank: int | None = None,
+        offset: int = 0,
+    ) -> Iterable[bytes]:
+        result = self._hook.dispatch_logs(
+            job_id=job_id,
+            submission=submission,
+            object_id=object_id,
+            stream=stream,
+            node=node,
+            rank=rank,
+            offset=offset,
+        )
+        return () if result is None else result
+
 
 _HOOKS = (
     "dispatch_declare",

@@ -15,7 +15,7 @@ Errors every hook may raise:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import pluggy
@@ -104,4 +104,61 @@ def dispatch_stop(object_id: str, cause: Cause) -> None:
         a later discovery. Idempotent (S-30): stopping a stopped, ended or unknown object
         is not an error. dispatch asks again while a stopped object still shows alive.
     :raises Unreachable: the scheduler could not be asked.
+    """
+
+
+# Optional hooks: a backend may leave them out; dispatch then does without (no validation
+# beyond the declarations, no dry-run rendering) or refuses (``logs`` without the ``logs``
+# capability).
+
+
+@hookspec(firstresult=True)
+def dispatch_validate(spec: JobSpec) -> None:
+    """Refuse a spec this backend cannot run, before anything is recorded (optional).
+
+    Called by ``dispatch submit`` (and ``--dry-run``) after the core checked the spec's
+    options and capabilities against the declarations. Must not contact the scheduler.
+
+    :return: None when the backend can run it.
+    :raises BadInput: what cannot be run and why, in words a user can act on (e.g.
+        "--workdir: a TrainJob has no working directory; cd inside the command").
+    """
+
+
+@hookspec(firstresult=True)
+def dispatch_render(  # type: ignore[empty-body]
+    job_id: str, submission: int, spec: JobSpec, gated: bool
+) -> str:
+    """Exactly what :func:`dispatch_submit` would send, as text, sending nothing (optional).
+
+    ``dispatch submit --dry-run`` prints it: the sbatch script and argv, the TrainJob
+    manifest as YAML, the local runner's argv and environment. Must not contact the
+    scheduler.
+    """
+
+
+@hookspec(firstresult=True)
+def dispatch_logs(  # type: ignore[empty-body]
+    job_id: str,
+    submission: int,
+    object_id: str,
+    stream: str,
+    node: str | None,
+    rank: int | None,
+    offset: int,
+) -> Iterable[bytes]:
+    """What one submission printed, every execution of it in order, in chunks (S-46).
+
+    Implemented by a backend that declares the ``logs`` capability.
+
+    :param stream: ``"stdout"`` or ``"stderr"``.
+    :param node: only what tasks on this node printed (None: all nodes, in node order).
+    :param rank: only what this rank printed (None: every rank).
+    :param offset: bytes of this selection already read, to skip: ``dispatch logs
+        --follow`` asks again from where it stopped, so the backend never needs state.
+    :return: chunks of bytes, lazily (a generator), so a large log streams with flat
+        memory. Nothing printed yet (or nothing for that node) is an empty iterable.
+    :raises BadInput: the node or rank is not one the submission ran on.
+    :raises Unreachable: the scheduler (or the file system holding the output) could not
+        be read now.
     """
