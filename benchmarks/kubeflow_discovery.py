@@ -19,7 +19,7 @@ from dispatch import JobSpec, Resources
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
-from dispatch_kubeflow.emulator import Emulator
+from dispatch_kubeflow_testing.emulator import Emulator
 
 
 def main(n: int) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
-from dispatch_kubeflow.emulator import Emulator
+from dispatch_kubeflow_testing.emulator import Emulator
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dispatch_kubeflow.emulator import Emulator
+from dispatch_kubeflow_testing.emulator import Emulator
 
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 POLICY = '[[rule]]\non = ["preempted"]\naction = "resubmit"\nbudget = 2\n'

@@ -3,7 +3,7 @@ same suite ``dispatch-conformance kubeflow`` runs)."""
 
 from __future__ import annotations
 
-from dispatch_kubeflow.harness import KubeflowHarness
+from dispatch_kubeflow_testing.harness import KubeflowHarness
 from dispatch_testing.suite import BackendConformance
 
 

@@ -11,8 +11,8 @@ import pytest
 from dispatch import Action, CauseKind, JobSpec, Phase, Provenance, Resources, SubmitRefused
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
-from dispatch_kubeflow.emulator import Emulator
-from dispatch_kubeflow.emulator.store import JOB
+from dispatch_kubeflow_testing.emulator import Emulator
+from dispatch_kubeflow_testing.emulator.store import JOB
 
 LONG = JobSpec(
     name="train", command=("torchrun", "train.py"), resources=Resources(nodes=3, gpus_per_node=8)

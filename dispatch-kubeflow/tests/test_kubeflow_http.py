@@ -24,8 +24,8 @@ from dispatch.errors import BadInput
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
-from dispatch_kubeflow.emulator import Emulator
 from dispatch_kubeflow.errors import ApiRefused
+from dispatch_kubeflow_testing.emulator import Emulator
 
 SPEC = JobSpec(
     name="llama-ft",

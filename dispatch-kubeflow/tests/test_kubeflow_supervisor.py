@@ -14,7 +14,7 @@ from dispatch.jobs import create_job, status_of
 from dispatch.store import open_store
 from dispatch.supervisor import Supervisor
 from dispatch_kubeflow.backend import KubeflowBackend
-from dispatch_kubeflow.emulator import Emulator
+from dispatch_kubeflow_testing.emulator import Emulator
 
 SPEC = JobSpec(name="fence", command=("torchrun", "train.py"), resources=Resources(nodes=2))
 

@@ -5,6 +5,6 @@ official client at it; the driver methods (``preempt``, ``oom``, ``exit``, ``los
 ...) provoke each ending through the same objects a cluster would show.
 """
 
-from dispatch_kubeflow.emulator.driver import TOKEN, Emulator
+from dispatch_kubeflow_testing.emulator.driver import TOKEN, Emulator
 
 __all__ = ["TOKEN", "Emulator"]

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dispatch_kubeflow.emulator import Emulator
-from dispatch_kubeflow.emulator.selectors import SelectorError, parse
+from dispatch_kubeflow_testing.emulator import Emulator
+from dispatch_kubeflow_testing.emulator.selectors import SelectorError, parse
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 

@@ -6,19 +6,19 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-from dispatch_kubeflow.emulator.objects import (
+from dispatch_kubeflow_testing.emulator.objects import (
     JOB_NAME,
     condition,
     is_true,
 )
-from dispatch_kubeflow.emulator.store import (
+from dispatch_kubeflow_testing.emulator.store import (
     JOB,
     POD,
     Obj,
 )
 
 if TYPE_CHECKING:
-    from dispatch_kubeflow.emulator.cluster import Cluster
+    from dispatch_kubeflow_testing.emulator.cluster import Cluster
 
 
 def jobs(c: Cluster) -> None:

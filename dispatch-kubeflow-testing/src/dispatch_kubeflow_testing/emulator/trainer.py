@@ -7,12 +7,12 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-from dispatch_kubeflow.emulator.objects import (
+from dispatch_kubeflow_testing.emulator.objects import (
     TRAINER_CONTROLLER,
     condition,
     is_true,
 )
-from dispatch_kubeflow.emulator.store import (
+from dispatch_kubeflow_testing.emulator.store import (
     JOBSET,
     TRAINJOB,
     ApiError,
@@ -20,7 +20,7 @@ from dispatch_kubeflow.emulator.store import (
 )
 
 if TYPE_CHECKING:
-    from dispatch_kubeflow.emulator.cluster import Cluster
+    from dispatch_kubeflow_testing.emulator.cluster import Cluster
 
 
 def trainer(c: Cluster) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dispatch_kubeflow.emulator.store import Obj
+from dispatch_kubeflow_testing.emulator.store import Obj
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dispatch_kubeflow.emulator import selectors
+from dispatch_kubeflow_testing.emulator import selectors
 
 Obj = dict[str, Any]
 

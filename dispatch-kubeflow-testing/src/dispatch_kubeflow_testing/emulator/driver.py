@@ -19,18 +19,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dispatch_kubeflow.emulator import kueue
-from dispatch_kubeflow.emulator.admission import admit_trainjob, check_trainjob_update
-from dispatch_kubeflow.emulator.cluster import Cluster
-from dispatch_kubeflow.emulator.objects import (
+from dispatch_kubeflow_testing.emulator import kueue
+from dispatch_kubeflow_testing.emulator.admission import admit_trainjob, check_trainjob_update
+from dispatch_kubeflow_testing.emulator.cluster import Cluster
+from dispatch_kubeflow_testing.emulator.objects import (
     GPUS_PER_NODE,
     JOBSET_NAME,
     KUEUE_JOB_UID,
     LAUNCH_ERRORS,
     is_true,
 )
-from dispatch_kubeflow.emulator.server import Request, RequestLog, Route, make_server
-from dispatch_kubeflow.emulator.store import (
+from dispatch_kubeflow_testing.emulator.server import Request, RequestLog, Route, make_server
+from dispatch_kubeflow_testing.emulator.store import (
     CLUSTER_RUNTIME,
     JOB,
     JOBSET,

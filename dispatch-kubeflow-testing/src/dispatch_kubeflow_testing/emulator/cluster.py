@@ -17,12 +17,12 @@ import itertools
 from datetime import timedelta
 from typing import Any
 
-from dispatch_kubeflow.emulator.job import jobs
-from dispatch_kubeflow.emulator.jobset import jobsets
-from dispatch_kubeflow.emulator.kubelet import kubelet
-from dispatch_kubeflow.emulator.kueue import kueue
-from dispatch_kubeflow.emulator.objects import JOB_NAME, is_true
-from dispatch_kubeflow.emulator.store import (
+from dispatch_kubeflow_testing.emulator.job import jobs
+from dispatch_kubeflow_testing.emulator.jobset import jobsets
+from dispatch_kubeflow_testing.emulator.kubelet import kubelet
+from dispatch_kubeflow_testing.emulator.kueue import kueue
+from dispatch_kubeflow_testing.emulator.objects import JOB_NAME, is_true
+from dispatch_kubeflow_testing.emulator.store import (
     CLUSTER_RUNTIME,
     NODE,
     POD,
@@ -33,7 +33,7 @@ from dispatch_kubeflow.emulator.store import (
     Store,
     timestamp,
 )
-from dispatch_kubeflow.emulator.trainer import trainer
+from dispatch_kubeflow_testing.emulator.trainer import trainer
 
 
 class Cluster:

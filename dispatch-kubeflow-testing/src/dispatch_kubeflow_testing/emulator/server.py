@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from dispatch_kubeflow.emulator.store import RESOURCES, ApiError, Obj, Resource
+from dispatch_kubeflow_testing.emulator.store import RESOURCES, ApiError, Obj, Resource
 
 
 @dataclass(frozen=True)

@@ -6,19 +6,19 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from dispatch_kubeflow.emulator.objects import (
+from dispatch_kubeflow_testing.emulator.objects import (
     GPUS_PER_NODE,
     JOBSET_NAME,
     is_true,
 )
-from dispatch_kubeflow.emulator.store import (
+from dispatch_kubeflow_testing.emulator.store import (
     NODE,
     POD,
     Obj,
 )
 
 if TYPE_CHECKING:
-    from dispatch_kubeflow.emulator.cluster import Cluster
+    from dispatch_kubeflow_testing.emulator.cluster import Cluster
 
 _SHELL_EXIT = re.compile(r"\s*exit\s+(\d+)\s*")
 

@@ -19,12 +19,12 @@ from pathlib import Path
 from dispatch.backends import Backend
 from dispatch.errors import SubmitRefused
 from dispatch.spec import JobSpec, Resources
-from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
-
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
-from dispatch_kubeflow.emulator import Emulator
+from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
+
+from dispatch_kubeflow_testing.emulator import Emulator
 
 UNMAPPABLE = ("QuotaWizardRejected", "the quota wizard rejected this TrainJob at 03:14")
 

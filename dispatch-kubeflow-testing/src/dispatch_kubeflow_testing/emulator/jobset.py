@@ -8,14 +8,14 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-from dispatch_kubeflow.emulator.objects import (
+from dispatch_kubeflow_testing.emulator.objects import (
     JOBSET_NAME,
     RESTART_ATTEMPT,
     RJOB_NAME,
     condition,
     is_true,
 )
-from dispatch_kubeflow.emulator.store import (
+from dispatch_kubeflow_testing.emulator.store import (
     JOB,
     JOBSET,
     POD,
@@ -24,7 +24,7 @@ from dispatch_kubeflow.emulator.store import (
 )
 
 if TYPE_CHECKING:
-    from dispatch_kubeflow.emulator.cluster import Cluster
+    from dispatch_kubeflow_testing.emulator.cluster import Cluster
 
 
 def jobsets(c: Cluster) -> None:

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dispatch_kubeflow.emulator.objects import (
+from dispatch_kubeflow_testing.emulator.objects import (
     KUEUE_JOB_UID,
     QUEUE_NAME,
     is_true,
 )
-from dispatch_kubeflow.emulator.store import (
+from dispatch_kubeflow_testing.emulator.store import (
     TRAINJOB,
     WORKLOAD,
     Obj,
 )
 
 if TYPE_CHECKING:
-    from dispatch_kubeflow.emulator.cluster import Cluster
+    from dispatch_kubeflow_testing.emulator.cluster import Cluster
 
 
 def kueue(c: Cluster) -> None:

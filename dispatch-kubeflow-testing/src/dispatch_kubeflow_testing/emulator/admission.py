@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatch_kubeflow.emulator.objects import QUEUE_NAME
-from dispatch_kubeflow.emulator.store import CLUSTER_RUNTIME, RUNTIME, ApiError, Obj, Store
+from dispatch_kubeflow_testing.emulator.objects import QUEUE_NAME
+from dispatch_kubeflow_testing.emulator.store import CLUSTER_RUNTIME, RUNTIME, ApiError, Obj, Store
 
 _COMMON_SPEC = {"runtimeRef", "initializer", "trainer", "suspend", "managedBy"}
 _TRAINER = {"image", "command", "args", "env", "numNodes", "resourcesPerNode", "numProcPerNode"}
