@@ -1,9 +1,9 @@
 """Fixtures for dispatch-slurm's tests.
 
-Live tests need the real single-host Slurm that ``scripts/start-slurm.sh`` builds. The
-session fixture runs that script (idempotent; ``SKIP_APT=1`` when Slurm is already
-installed) and fails loudly when ``sinfo`` still cannot reach a controller: a live test
-never skips silently.
+Live tests need the real Slurm that the start script of dispatch-slurm-testing builds
+(``dispatch_slurm_testing.cluster.start``). The session fixture runs that script
+(idempotent; ``SKIP_APT=1`` when Slurm is already installed) and fails loudly when
+``sinfo`` still cannot reach a controller: a live test never skips silently.
 """
 
 from __future__ import annotations
@@ -17,28 +17,23 @@ from pathlib import Path
 
 import pytest
 from dispatch_slurm.backend import SlurmBackend
-from dispatch_slurm.provoke import Provoker
+from dispatch_slurm_testing.cluster import ClusterError, start
+from dispatch_slurm_testing.provoke import Provoker
 
-PACKAGE = Path(__file__).resolve().parents[1]
-START = PACKAGE / "scripts" / "start-slurm.sh"
 DATA = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> str:
-    env = dict(os.environ)
-    if shutil.which("sbatch") and shutil.which("slurmctld"):
-        env["SKIP_APT"] = "1"
-    done = subprocess.run(["bash", str(START)], env=env, capture_output=True, text=True,
-                          timeout=900, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"scripts/start-slurm.sh failed ({done.returncode}):\n{done.stdout}\n"
-                    f"{done.stderr}", pytrace=False)
+    try:
+        started = start()
+    except ClusterError as exc:
+        pytest.fail(str(exc), pytrace=False)
     sinfo = subprocess.run(["sinfo", "-h", "-o", "%P %a %T"], capture_output=True, text=True,
                            timeout=60, check=False)
     if sinfo.returncode != 0 or not sinfo.stdout.strip():
         pytest.fail(f"sinfo cannot reach the Slurm controller: {sinfo.stderr}", pytrace=False)
-    cgroup = [line for line in done.stdout.splitlines() if "cgroup-memory-enforcement" in line]
+    cgroup = [line for line in started.splitlines() if "cgroup-memory-enforcement" in line]
     print(f"\n[dispatch-slurm live] {cgroup[0] if cgroup else 'cgroup: not reported'}")
     return sinfo.stdout
 

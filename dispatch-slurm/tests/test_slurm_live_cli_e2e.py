@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from dispatch_slurm.provoke import Provoker
+from dispatch_slurm_testing.provoke import Provoker
 
 pytestmark = pytest.mark.live
 

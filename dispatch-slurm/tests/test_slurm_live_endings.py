@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 from dispatch import CauseKind, Phase, Provenance
 from dispatch_slurm.backend import SlurmBackend
-from dispatch_slurm.provoke import CannotProvoke, Provocation, Provoker, cgroup_memory, wait_for
+from dispatch_slurm_testing.cluster import cgroup_memory
+from dispatch_slurm_testing.provoke import CannotProvoke, Provocation, Provoker, wait_for
 
 pytestmark = pytest.mark.live
 

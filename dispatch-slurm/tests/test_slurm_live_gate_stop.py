@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 from dispatch import Cause, CauseKind, Phase, Provenance
-from dispatch_slurm.provoke import wait_for
+from dispatch_slurm_testing.provoke import wait_for
 
 pytestmark = pytest.mark.live
 

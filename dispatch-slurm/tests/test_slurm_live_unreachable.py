@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -17,8 +16,8 @@ from pathlib import Path
 import pytest
 from dispatch import Cause, CauseKind, Provenance, Unreachable
 from dispatch_slurm.backend import SlurmBackend
-from dispatch_slurm.provoke import START_SCRIPT, STATE_DIR
 from dispatch_slurm.runner import Runner
+from dispatch_slurm_testing.cluster import STATE_DIR, start
 
 pytestmark = pytest.mark.live
 
@@ -38,8 +37,7 @@ def _kill(pidfile: Path) -> None:
 
 
 def _restart() -> None:
-    subprocess.run(["bash", str(START_SCRIPT)], env=dict(os.environ, SKIP_APT="1"), check=True,
-                   capture_output=True, timeout=180)
+    start(timeout=180)
 
 
 def test_controller_down_raises_unreachable_for_every_hook_S5(slurm_cluster, provoker) -> None:

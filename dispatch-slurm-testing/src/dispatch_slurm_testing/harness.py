@@ -1,13 +1,24 @@
 """The conformance kit's harness for Slurm (``dispatch-conformance slurm --live``).
 
-Live tier only: the real Slurm ``sinfo`` reaches, built by ``scripts/start-slurm.sh``
-(the harness runs it, idempotently, when it starts). There is no offline tier: the
-recorded answers of a real Slurm are tested by the package's own tests
-(``tests/test_slurm_classify.py``, ``tests/test_slurm_observe.py``).
+Live tier only (there is no offline tier: the recorded answers of a real Slurm are tested
+by dispatch-slurm's own suite). Two modes, chosen by ``DISPATCH_SLURM_KIT``:
 
-Every scenario is provoked for real by :mod:`dispatch_slurm.provoke`; node failure kills
-slurmd and a background thread brings it back once Slurm has declared the job's node
-failed, so the tests after it find a healthy node.
+``test-cluster`` (default)
+    the cluster this package's start script builds on this host (the harness runs it,
+    idempotently): every scenario, including the destructive ones: preemption through the
+    ``high`` partition, a node lost (its slurmd and processes killed, brought back once
+    Slurm declared it failed), slurmctld stopped for ``unreachable``.
+``own-cluster``
+    a platform team's own cluster, left as it is: never starts or stops a daemon, never
+    drains or downs a node, never preempts, and cancels only the jobs it submitted itself
+    (by the ids sbatch returned). It provokes success, exit codes, a signal, the time
+    limit, an outside cancel (of its own job), an out-of-memory kill where the cluster
+    enforces memory, a launch failure, no capacity, a user hold, an unmappable
+    dependency, gating and the discovery cost. Preemption, native requeue, node loss and
+    unreachability are reported not provokable, saying why.
+    ``DISPATCH_SLURM_KIT_PARTITION`` picks the partition (default: the cluster's default);
+    ``DISPATCH_SLURM_KIT_WORKDIR`` a directory every compute node can read and write
+    (default: a new directory under the current one).
 """
 
 from __future__ import annotations
@@ -22,18 +33,51 @@ from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
 from pathlib import Path
 
-from dispatch import Backend, CauseKind, JobSpec
+from dispatch import Backend, CauseKind, JobSpec, hookimpl
+from dispatch_slurm.backend import SlurmBackend
 from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
 
-from dispatch_slurm.backend import SlurmBackend
-from dispatch_slurm.provoke import (
-    START_SCRIPT,
+from dispatch_slurm_testing.cluster import (
     STATE_DIR,
-    CannotProvoke,
-    Provocation,
-    Provoker,
-    cgroup_memory,
+    ClusterError,
+    memory_enforcement,
+    nodes,
+    start,
 )
+from dispatch_slurm_testing.provoke import CannotProvoke, Provocation, Provoker
+
+TEST_CLUSTER = "test-cluster"
+OWN_CLUSTER = "own-cluster"
+MODES = (TEST_CLUSTER, OWN_CLUSTER)
+
+#: what the non-destructive mode will not do, and why
+_DESTRUCTIVE = {
+    Scenario.PREEMPTED: "own-cluster mode never preempts other users' jobs",
+    Scenario.NATIVE_RECOVERY: "own-cluster mode never preempts (the native requeue needs it)",
+    Scenario.NODE_LOST: "own-cluster mode never kills a node's daemons",
+}
+
+
+def mode() -> str:
+    chosen = os.environ.get("DISPATCH_SLURM_KIT", TEST_CLUSTER)
+    if chosen not in MODES:
+        raise ValueError(f"DISPATCH_SLURM_KIT={chosen!r}: expected one of {', '.join(MODES)}")
+    return chosen
+
+
+class _RecordingBackend(SlurmBackend):
+    """The backend under test, remembering the object ids it submitted, so a cleanup on
+    someone else's cluster cancels those and nothing else."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.submitted: set[str] = set()
+
+    @hookimpl
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        object_id = super().dispatch_submit(job_id, submission, spec, gated)
+        self.submitted.add(object_id)
+        return object_id
 
 
 class SlurmHarness(Harness):
@@ -42,9 +86,16 @@ class SlurmHarness(Harness):
 
     def __init__(self, live: bool = False) -> None:
         super().__init__(live)
-        self._backend: SlurmBackend | None = None
+        self.mode = mode()
+        self._backend: _RecordingBackend | None = None
         self._workdir = ""
+        self._made_workdir = False
+        self._helpers: list[str] = []
         self._restorer: threading.Thread | None = None
+
+    @property
+    def own_cluster(self) -> bool:
+        return self.mode == OWN_CLUSTER
 
     # -- the backend under test ---------------------------------------------------------
 
@@ -54,40 +105,57 @@ class SlurmHarness(Harness):
                 "dispatch-slurm has no offline tier in the kit: its recorded Slurm answers are "
                 "tested in its own suite; run dispatch-conformance slurm --live"
             )
-        env = dict(os.environ, SKIP_APT="1" if shutil.which("sbatch") else "0")
-        done = subprocess.run(["bash", str(START_SCRIPT)], env=env, capture_output=True,
-                              text=True, timeout=900, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"start-slurm.sh failed: {done.stdout}{done.stderr}")
-        self._workdir = tempfile.mkdtemp(prefix="dispatch-kit-slurm-", dir="/var/tmp")
-        os.chmod(self._workdir, 0o777)
-        self._backend = SlurmBackend()
+        if self.own_cluster:
+            if not nodes():
+                raise RuntimeError("own-cluster mode: sinfo lists no node; is SLURM_CONF set?")
+            base = os.environ.get("DISPATCH_SLURM_KIT_WORKDIR")
+            if base:
+                self._workdir = base
+            else:
+                self._workdir = tempfile.mkdtemp(prefix="dispatch-kit-slurm-", dir=os.getcwd())
+                self._made_workdir = True
+        else:
+            try:
+                start()
+            except ClusterError as exc:
+                raise RuntimeError(str(exc)) from exc
+            self._workdir = tempfile.mkdtemp(prefix="dispatch-kit-slurm-", dir="/var/tmp")
+            self._made_workdir = True
+            os.chmod(self._workdir, 0o777)
+        self._backend = _RecordingBackend()
         return self._backend
 
     def close(self) -> None:
+        """Cancel what this harness submitted (by id, never by a name pattern)."""
         self._wait_restored()
-        listed = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True,
-                                timeout=60, check=False).stdout.split("\n")
-        mine = [line.split()[0] for line in listed
-                if len(line.split()) == 2 and line.split()[1].startswith(("dsp.kit-",
-                                                                           "dispatch-slurm-helper"))]
+        mine = sorted(self._backend.submitted if self._backend else set()) + self._helpers
         if mine:
             subprocess.run(["scancel", *mine], capture_output=True, timeout=60, check=False)
-        if self._workdir:
+        if self._made_workdir:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
     # -- what to run --------------------------------------------------------------------
 
+    def _partition(self) -> str | None:
+        return os.environ.get("DISPATCH_SLURM_KIT_PARTITION") if self.own_cluster else None
+
     def _provoker(self, backend: Backend) -> Provoker:
-        return Provoker(backend.submit, self._workdir)
+        return Provoker(backend.submit, self._workdir, partition=self._partition())
+
+    def _options(self) -> dict[str, str]:
+        options = {"output": f"{self._workdir}/%j.out"}
+        partition = self._partition()
+        if partition:
+            options["partition"] = partition
+        return options
 
     def long_spec(self) -> JobSpec:
         return JobSpec(name="kit-long", command=("sleep", "3600"), workdir=self._workdir,
-                       options={"output": f"{self._workdir}/%j.out"})
+                       options=self._options())
 
     def quick_spec(self) -> JobSpec:
         return JobSpec(name="kit-quick", command=("true",), workdir=self._workdir,
-                       options={"output": f"{self._workdir}/%j.out"})
+                       options=self._options())
 
     def calls(self) -> int:
         assert self._backend is not None
@@ -99,16 +167,23 @@ class SlurmHarness(Harness):
         return frozenset(Scenario) - set(self.not_provokable())
 
     def not_provokable(self) -> Mapping[Scenario, str]:
-        usable, why = cgroup_memory()
-        return {} if usable else {Scenario.OUT_OF_MEMORY: why}
+        usable, why = memory_enforcement()
+        missing = {} if usable else {Scenario.OUT_OF_MEMORY: why}
+        if self.own_cluster:
+            missing.update(_DESTRUCTIVE)
+        return missing
 
     def provoke(self, scenario: Scenario, backend: Backend, job_id: str) -> Provoked:
         self._wait_restored()
+        if self.own_cluster and scenario in _DESTRUCTIVE:
+            raise NotProvokable(_DESTRUCTIVE[scenario])
         p = self._provoker(backend)
         try:
             return self._provoke(scenario, p, job_id)
         except CannotProvoke as exc:
             raise NotProvokable(str(exc)) from exc
+        finally:
+            self._helpers += p.helpers
 
     def _provoke(self, scenario: Scenario, p: Provoker, job_id: str) -> Provoked:
         simple = {
@@ -169,14 +244,15 @@ class SlurmHarness(Harness):
     @contextmanager
     def unreachable(self) -> Iterator[None]:
         """slurmctld really stopped; the start script brings it back (jobs survive)."""
+        if self.own_cluster:
+            raise NotProvokable("own-cluster mode never stops slurmctld")
         self._wait_restored()
         pidfile = STATE_DIR / "slurmctld.pid"
         _stop(pidfile)
         try:
             yield
         finally:
-            subprocess.run(["bash", str(START_SCRIPT)], env=dict(os.environ, SKIP_APT="1"),
-                           check=True, capture_output=True, timeout=180)
+            start(timeout=180)
 
 
 def _provoked(p: Provocation, timeout: float) -> Provoked:

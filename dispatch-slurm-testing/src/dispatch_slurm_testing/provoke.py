@@ -19,17 +19,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 
 from dispatch import CauseKind, Discovery, JobSpec, ObjectView, Resources, SubmitRefused
-
 from dispatch_slurm.runner import Runner
 
-START_SCRIPT = Path(
-    os.environ.get("DISPATCH_SLURM_START_SCRIPT",
-                   Path(__file__).resolve().parents[2] / "scripts" / "start-slurm.sh")
-)
-STATE_DIR = Path(os.environ.get("DISPATCH_SLURM_DIR", "/var/tmp/dispatch-slurm"))
+from dispatch_slurm_testing.cluster import STATE_DIR, memory_enforcement, start
 
 Submit = Callable[[str, int, JobSpec, bool], str]
 
@@ -49,15 +43,6 @@ class Provocation:
     helpers: list[str] = field(default_factory=list)
 
 
-def cgroup_memory() -> tuple[bool, str]:
-    """What the start script found: whether an OOM can be provoked here, and why."""
-    marker = STATE_DIR / "cgroup-memory"
-    if not marker.exists():
-        return False, f"{marker} missing: run scripts/start-slurm.sh first"
-    text = marker.read_text().strip()
-    return text.split(":", 1)[1].strip().startswith("yes"), text
-
-
 def node_name() -> str:
     out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
                          timeout=30, check=False).stdout.split()
@@ -73,22 +58,34 @@ def node_cpus() -> int:
 
 
 class Provoker:
-    def __init__(self, submit: Submit, workdir: str) -> None:
+    """Provokes endings through ``submit``; out-of-band commands run on their own runner.
+
+    ``partition``, when set, replaces every partition a scenario would pick (a platform
+    team's own cluster has none of the test cluster's partitions); ``helpers`` collects
+    the untagged jobs it submitted, so a cleanup cancels exactly those.
+    """
+
+    def __init__(self, submit: Submit, workdir: str, partition: str | None = None) -> None:
         self.submit = submit
         self.workdir = workdir
+        self.partition = partition
+        self.helpers: list[str] = []
         self.oob = Runner()  # out-of-band: never counted as the adapter's calls
 
     # -- building blocks ----------------------------------------------------------------
 
     def spec(self, command: tuple[str, ...] = (), script: str | None = None,
              resources: Resources | None = None, **options: str) -> JobSpec:
+        chosen = {"output": f"{self.workdir}/%j.out", **options}
+        if self.partition:
+            chosen["partition"] = self.partition
         return JobSpec(
             name="live",
             command=command,
             script=script,
             workdir=self.workdir,
             resources=resources or Resources(),
-            options={"output": f"{self.workdir}/%j.out", **options},
+            options=chosen,
         )
 
     def state(self, object_id: str) -> str:
@@ -107,12 +104,15 @@ class Provoker:
 
     def sbatch_helper(self, *args: str) -> str:
         """An untagged job dispatch does not own (a preemptor, a failing parent)."""
+        chosen = [f"--partition={self.partition}"] if self.partition else []
         out = self.oob.run(["sbatch", "--parsable", "--job-name=dispatch-slurm-helper",
                             f"--chdir={self.workdir}", f"--output={self.workdir}/%j.out",
-                            *args])
+                            *chosen, *args])
         if not out.ok:
             raise CannotProvoke(f"helper sbatch {' '.join(args)}: {out.words()}")
-        return out.stdout.strip().split(";")[0]
+        helper = out.stdout.strip().split(";")[0]
+        self.helpers.append(helper)
+        return helper
 
     # -- scenarios ----------------------------------------------------------------------
 
@@ -140,7 +140,7 @@ class Provoker:
         return Provocation(job_id, self.submit(job_id, 1, spec, False), CauseKind.TIME_LIMIT)
 
     def out_of_memory(self, job_id: str, in_step: bool = False) -> Provocation:
-        usable, why = cgroup_memory()
+        usable, why = memory_enforcement()
         if not usable:
             raise CannotProvoke(f"no cgroup memory enforcement here: {why}")
         hog = "python3 -c 'b = bytearray(600 * 1024 * 1024); import time; time.sleep(5)'"
@@ -226,9 +226,7 @@ class Provoker:
 
     def restore_node(self) -> None:
         """Restart slurmd through the start script and bring the node back to service."""
-        env = dict(os.environ, SKIP_APT="1")
-        subprocess.run(["bash", str(START_SCRIPT)], env=env, check=True, timeout=180,
-                       capture_output=True)
+        start(timeout=180)
 
     def cleanup(self, object_ids: list[str]) -> None:
         ids = [o for o in object_ids if o]
