@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import inspect
 import subprocess
 import sys
@@ -10,7 +9,6 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import core_plugins
-import dispatch
 import pytest
 from dispatch import BackendBroken, UnknownBackend, hookspecs
 from dispatch.backends import Available, Registry
@@ -34,6 +32,10 @@ def test_hook_specs_cover_declare_discover_submit_gate_stop_S30() -> None:
             "dispatch_submit",
             "dispatch_open_gate",
             "dispatch_stop",
+            # optional: a backend that does not implement them says so by omission
+            "dispatch_validate",
+            "dispatch_render",
+            "dispatch_logs",
         ]
     )
     assert list(inspect.signature(hookspecs.dispatch_submit).parameters) == [
@@ -143,59 +145,3 @@ def test_heavy_client_libraries_not_imported_by_help_S31() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "HEAVY:"
-
-
-PURE = [
-    "folding",
-    "projection",
-    "decisions",
-    "table",
-    "policy",
-    "events",
-    "job",
-    "status",
-    "cause",
-    "discovery",
-    "declarations",
-    "enums",
-    "spec",
-    "effects",
-    "requests",
-    "base",
-    "errors",
-]
-IO_MODULES = {
-    "os",
-    "subprocess",
-    "socket",
-    "sqlite3",
-    "psycopg",
-    "time",
-    "pathlib",
-    "io",
-    "shutil",
-    "threading",
-    "asyncio",
-    "urllib",
-    "http",
-    "requests",
-    "random",
-    "secrets",
-    "uuid",
-    "logging",
-}
-
-
-@pytest.mark.parametrize("module", PURE)
-def test_pure_modules_import_no_io_S20_S21_S22(module: str) -> None:
-    source = Path(dispatch.__file__).with_name(f"{module}.py").read_text()
-    imported = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            imported |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-            if node.module == "datetime":
-                assert not any(a.name == "now" for a in node.names)
-    assert not imported & IO_MODULES, f"{module} imports {imported & IO_MODULES}"
-    assert "datetime.now" not in source and ".now()" not in source and "time.time" not in source

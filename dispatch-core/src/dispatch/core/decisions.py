@@ -11,9 +11,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from dispatch.cause import Cause
+from dispatch.core.cause import Cause
+from dispatch.core.effects import Append, Effect, OpenGate, Stop, Submit
+from dispatch.core.job import Job, Submission
+from dispatch.core.policy import Plan
+from dispatch.core.table import Ruling, Verdict, rule_on_ending, rule_on_execution
 from dispatch.discovery import Discovery, ObjectView
-from dispatch.effects import Append, Effect, OpenGate, Stop, Submit
 from dispatch.enums import Capability, CauseKind, Enforcer, Phase, Provenance, State
 from dispatch.events import (
     EscalationRaised,
@@ -28,9 +31,6 @@ from dispatch.events import (
     SubmissionCreated,
     SubmissionRequested,
 )
-from dispatch.job import Job, Submission
-from dispatch.policy import Plan
-from dispatch.table import Ruling, Verdict, rule_on_ending, rule_on_execution
 
 
 class _Draft:

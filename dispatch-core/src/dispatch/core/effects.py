@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dispatch.cause import Cause
+from dispatch.core.cause import Cause
 from dispatch.events import Event
 from dispatch.spec import JobSpec
 

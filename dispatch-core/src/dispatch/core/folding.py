@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from dispatch.cause import Cause
+from dispatch.core.cause import Cause
+from dispatch.core.job import Escalation, Hold, Job, Outcome, Submission, Transition
 from dispatch.enums import Enforcer, Resolution, State
 from dispatch.errors import DecodeError
 from dispatch.events import (
@@ -30,7 +31,6 @@ from dispatch.events import (
     SubmissionRequested,
     SupersededBy,
 )
-from dispatch.job import Escalation, Hold, Job, Outcome, Submission, Transition
 
 
 class _Scratch:
@@ -277,4 +277,3 @@ def _thaw(job: Job) -> _Scratch:
     s.history = list(job.history)
     s.superseded_by = list(job.superseded_by)
     return s
-

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pydantic import AwareDatetime, Field
 
 from dispatch.base import Model
-from dispatch.cause import Cause
+from dispatch.core.cause import Cause
+from dispatch.core.policy import Plan
 from dispatch.enums import State
-from dispatch.policy import Plan
 from dispatch.spec import JobSpec
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dispatch.cause import Cause
-from dispatch.decisions import decide
+from dispatch.core.cause import Cause
+from dispatch.core.decisions import decide
+from dispatch.core.effects import Append
+from dispatch.core.folding import fold
+from dispatch.core.job import Job
+from dispatch.core.status import Status, SubmissionStatus
 from dispatch.discovery import Discovery, ObjectView
-from dispatch.effects import Append
 from dispatch.enums import CauseKind, Level, Phase, Provenance, State
-from dispatch.folding import fold
-from dispatch.job import Job
-from dispatch.status import Status, SubmissionStatus
 
 #: Events that commit how an ending was handled; pending ones make a Status unsettled.
 _ENDING_EVENTS = frozenset(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pydantic import AwareDatetime, Field
 
 from dispatch.base import Model
-from dispatch.cause import Cause
+from dispatch.core.cause import Cause
+from dispatch.core.job import Escalation, Transition
 from dispatch.discovery import ObjectView
 from dispatch.enums import Level, State
-from dispatch.job import Escalation, Transition
 
 
 class SubmissionStatus(Model):

@@ -40,10 +40,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from dispatch.cause import Cause
+from dispatch.core.cause import Cause
+from dispatch.core.job import Job
+from dispatch.core.policy import Binding, Plan
 from dispatch.enums import NON_ENDING_CAUSES, Action, CauseKind, Enforcer, State
-from dispatch.job import Job
-from dispatch.policy import Binding, Plan
 
 
 class Verdict(Enum):
