@@ -1,7 +1,9 @@
 """The kit harness for the simulated scheduler: every scenario, provoked by the operator's
 hand on :class:`SimScheduler`, in clock time (nothing sleeps).
 
-There is no live tier: ``--live`` reports every test not provokable.
+There is no live tier: ``--live`` reports every test not provokable. Building the harness
+registers the ``simulated`` backend's entry point (:mod:`.registration`), which a plain
+install of dispatch-testing does not have; closing it takes the entry point away again.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import datetime, timedelta
 from dispatch import Backend, CauseKind, JobSpec, Resources, SubmitRefused
 
 from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
+from dispatch_testing.simulated import registration
 from dispatch_testing.simulated import scheduler as sim
 from dispatch_testing.simulated.backend import SimulatedBackend
 
@@ -35,6 +38,12 @@ class SimulatedHarness(Harness):
     def __init__(self, live: bool = False) -> None:
         super().__init__(live)
         self.scheduler = sim.SimScheduler(nodes=64, start_delay=1.0)
+        self._registered_here = not registration.is_registered()
+        registration.register()
+
+    def close(self) -> None:
+        if self._registered_here:
+            registration.unregister()
 
     def plugin(self) -> object:
         if self.live:
