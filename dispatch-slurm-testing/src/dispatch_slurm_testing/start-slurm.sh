@@ -1,28 +1,42 @@
 #!/usr/bin/env bash
-# start-slurm.sh: a real single-host Slurm 22.05 (Debian packages) for dispatch-slurm's
-# live tests, on a fresh Debian 12 machine, as root, without systemd.
+# start-slurm.sh: a real multi-node Slurm 22.05 (Debian packages) on ONE host for
+# dispatch-slurm's live tests, on a fresh Debian 12 machine, as root, without systemd:
+# one slurmctld, one slurmdbd and NODES slurmd's, each its own compute node
+# (`slurmd -N nodeX`, own port, spool, pid file, log and cgroup tree slurm_nodeX), so a
+# job with --nodes 2 really runs on two slurmd's. Debian's build has MULTIPLE_SLURMD.
 #
-#   start-slurm.sh [start]   install (unless SKIP_APT=1), configure, start, wait for an idle node
-#   start-slurm.sh stop      stop the daemons this script started (by their pid files)
-#   start-slurm.sh status    one line per daemon, then sinfo
+#   start-slurm.sh [start]          install (unless SKIP_APT=1), configure, start, wait until
+#                                   every node is idle or in use
+#   start-slurm.sh stop             stop the daemons this script started (by their pid files)
+#                                   and kill what is left of their jobs (by the nodes' cgroups)
+#   start-slurm.sh status           one line per daemon, then the nodes
+#   start-slurm.sh lose NODE [kill|freeze]
+#                                   lose one node for real: kill (default) SIGKILLs its slurmd
+#                                   and every process in its cgroups (their sockets close);
+#                                   freeze SIGSTOPs its slurmd and freezes its cgroups
+#                                   (sockets stay open, like a node that lost power)
+#   start-slurm.sh restore NODE     thaw and kill what is left on it, start its slurmd again,
+#                                   resume it, wait until it is idle or in use
 #
 # Idempotent: a daemon already running is left alone, the config is rewritten only when
-# its content changes (and then slurmctld/slurmd are restarted, since TaskPlugin and
-# friends are not reloadable by `scontrol reconfigure`).
+# its content changes (and then the daemons are restarted, since TaskPlugin and friends
+# are not reloadable by `scontrol reconfigure`).
 #
 # Environment:
 #   DISPATCH_SLURM_DIR   state, spool, logs, pid files   (default /var/tmp/dispatch-slurm)
 #   SKIP_APT=1           do not run apt-get (packages already installed)
-#   CGROUP=auto|yes|no   memory enforcement through cgroup v1 (needed for OUT_OF_MEMORY);
-#                        auto: use it when a cgroup v1 memory hierarchy is writable
+#   NODES=4              compute nodes node1..nodeN (slurmd ports 6821..682N)
+#   CGROUP=auto|yes|no   memory enforcement through cgroup v1, one tree per node (needed
+#                        for OUT_OF_MEMORY); auto: use it when cgroup v1 is writable
 #   SLURMD_TIMEOUT=10    seconds before a silent slurmd's node is declared down; kept
-#                        short so the node-failure test does not wait Slurm's 300 s default
-#   NODE_GPUS=4          GPUs the node declares (stand-in device files under
+#                        short so the node-failure tests do not wait Slurm's 300 s default
+#   NODE_GPUS=2          GPUs each node declares (stand-in device files under
 #                        DISPATCH_SLURM_DIR) so --gpus-per-node is accepted and
 #                        scheduled; nothing uses a GPU
-#   NODE_CPUS=16         CPUs the node declares (SlurmdParameters=config_overrides lets
+#   NODE_CPUS=8          CPUs each node declares (SlurmdParameters=config_overrides lets
 #                        it declare more than nproc): the live tests run many sleeping
 #                        jobs at once and preempt some with a job that needs them all
+#   NODE_MEM             MB each node declares (default: 90% of MemTotal / NODES)
 #
 # It always ends by printing `cgroup-memory-enforcement: yes|no (why)`, also written to
 # $DISPATCH_SLURM_DIR/cgroup-memory, which the live tests read to know whether an
@@ -33,15 +47,21 @@ DIR=${DISPATCH_SLURM_DIR:-/var/tmp/dispatch-slurm}
 SKIP_APT=${SKIP_APT:-0}
 CGROUP=${CGROUP:-auto}
 SLURMD_TIMEOUT=${SLURMD_TIMEOUT:-10}
-NODE_CPUS=${NODE_CPUS:-16}
-NODE_GPUS=${NODE_GPUS:-4}
-NODE=$(hostname -s)
+NODES=${NODES:-4}
+NODE_CPUS=${NODE_CPUS:-8}
+NODE_GPUS=${NODE_GPUS:-2}
+NODE_MEM=${NODE_MEM:-$(awk -v n="$NODES" '/^MemTotal:/ {print int($2 / 1024 * 0.9 / n)}' /proc/meminfo)}
+CONTROLLER=$(hostname -s)
 MUNGE_PID=/run/munge/munged.pid
 MARIADB_PID=/run/mysqld/mysqld.pid
+SLURMD_PORT0=6820
 
 say() { printf '[start-slurm] %s\n' "$*"; }
 running() { [[ -s $1 ]] && kill -0 "$(<"$1")" 2>/dev/null; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+node_names() { local i; for ((i = 1; i <= NODES; i++)); do echo "node$i"; done; }
+node_pidf() { echo "$DIR/run/slurmd-$1.pid"; }
+node_port() { echo $((SLURMD_PORT0 + ${1#node})); }
 
 # until_ok SECONDS WHAT COMMAND...: poll COMMAND every 0.2 s; fail loudly on timeout.
 until_ok() {
@@ -57,32 +77,123 @@ until_ok() {
   done
 }
 
-stop_daemon() { # stop_daemon PIDFILE NAME
+stop_daemon() { # stop_daemon PIDFILE NAME: SIGTERM, up to 15 s, then SIGKILL
   local pid
-  running "$1" || return 0
+  running "$1" || { rm -f "$1"; return 0; }
   pid=$(<"$1")
-  kill "$pid"
+  kill "$pid" 2>/dev/null || true
   for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
+  rm -f "$1"
   say "stopped $2 (pid $pid)"
 }
 
+# the processes in one node's cgroup trees: its slurmstepd's and their tasks
+node_procs() {
+  find /sys/fs/cgroup/freezer/slurm_"$1" /sys/fs/cgroup/memory/slurm_"$1" \
+    -name cgroup.procs -exec cat {} + 2>/dev/null | sort -un | paste -sd' ' || true
+}
+
+kill_node_leftovers() { # kill_node_leftovers NODE: after its slurmd stopped
+  local procs d
+  procs=$(node_procs "$1")
+  if [[ -n $procs ]]; then
+    # shellcheck disable=SC2086
+    kill -9 $procs 2>/dev/null || true
+  fi
+  if [[ -f /sys/fs/cgroup/freezer/slurm_$1/freezer.state ]]; then
+    echo THAWED >/sys/fs/cgroup/freezer/slurm_"$1"/freezer.state 2>/dev/null || true
+  fi
+  sleep 0.3
+  for d in /sys/fs/cgroup/*/slurm_"$1"; do
+    if [[ -d $d ]]; then find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
+  done
+  return 0
+}
+
+stop_nodes() {
+  local n
+  # the single-node layout of earlier versions of this script
+  stop_daemon "$DIR/slurmd.pid" "slurmd (single-node layout)"
+  for n in $(node_names); do stop_daemon "$(node_pidf "$n")" "slurmd $n"; done
+  for n in $(node_names); do kill_node_leftovers "$n"; done
+}
+
 do_stop() {
-  stop_daemon "$DIR/slurmd.pid" slurmd
   stop_daemon "$DIR/slurmctld.pid" slurmctld
+  stop_nodes
   stop_daemon "$DIR/slurmdbd.pid" slurmdbd
   stop_daemon "$MARIADB_PID" mariadb
   stop_daemon "$MUNGE_PID" munged
 }
 
 do_status() {
-  local f
+  local f n
   for f in "$MUNGE_PID:munged" "$MARIADB_PID:mariadb" "$DIR/slurmdbd.pid:slurmdbd" \
-           "$DIR/slurmctld.pid:slurmctld" "$DIR/slurmd.pid:slurmd"; do
+           "$DIR/slurmctld.pid:slurmctld"; do
     if running "${f%%:*}"; then say "${f##*:} running (pid $(<"${f%%:*}"))"
     else say "${f##*:} not running"; fi
   done
-  [[ -f $DIR/cgroup-memory ]] && say "$(<"$DIR/cgroup-memory")"
-  sinfo 2>&1 || true
+  for n in $(node_names); do
+    f=$(node_pidf "$n")
+    if running "$f"; then say "slurmd $n running (pid $(<"$f"), port $(node_port "$n"))"
+    else say "slurmd $n not running"; fi
+  done
+  if [[ -f $DIR/cgroup-memory ]]; then say "$(<"$DIR/cgroup-memory")"; fi
+  sinfo -N -o '%N %T %E' 2>&1 | awk '!seen[$0]++' || true
+}
+
+check_node() {
+  if ! [[ $1 =~ ^node[0-9]+$ ]] || ((${1#node} < 1 || ${1#node} > NODES)); then
+    say "no node '$1' in this cluster (node1..node$NODES)"
+    exit 2
+  fi
+}
+
+node_usable() { # idle, mixed or allocated, and neither draining nor down
+  sinfo -h -n "$1" -N -o %T 2>/dev/null | grep -Eqx 'idle|mixed|allocated'
+}
+
+do_lose() { # do_lose NODE MODE
+  local n=$1 mode=${2:-kill} pid cg procs
+  check_node "$n"
+  running "$(node_pidf "$n")" || { say "slurmd $n is not running"; exit 1; }
+  pid=$(<"$(node_pidf "$n")")
+  cg=/sys/fs/cgroup/freezer/slurm_$n
+  procs=$(node_procs "$n")
+  case $mode in
+    kill)
+      # shellcheck disable=SC2086
+      kill -9 "$pid" $procs 2>/dev/null || true
+      say "lost $n: SIGKILL slurmd (pid $pid) and its job processes: ${procs:-none}" ;;
+    freeze)
+      kill -STOP "$pid"
+      if [[ -f $cg/freezer.state ]]; then echo FROZEN >"$cg/freezer.state"; fi
+      say "froze $n: SIGSTOP slurmd (pid $pid), cgroup freezer FROZEN: ${procs:-none}" ;;
+    *) say "lose: mode must be kill or freeze, not '$mode'"; exit 2 ;;
+  esac
+}
+
+do_restore() { # do_restore NODE
+  local n=$1 pidf
+  check_node "$n"
+  pidf=$(node_pidf "$n")
+  if running "$pidf"; then
+    # a frozen slurmd: kill it with what it froze
+    kill -9 "$(<"$pidf")" 2>/dev/null || true
+    sleep 0.2
+  fi
+  rm -f "$pidf"
+  kill_node_leftovers "$n"
+  slurmd -N "$n"
+  say "slurmd $n started again (port $(node_port "$n"))"
+  if sinfo -h -n "$n" -N -o %T 2>/dev/null | grep -Eq 'drain|down|fail'; then
+    scontrol update nodename="$n" state=resume 2>/dev/null || true
+  fi
+  if ! until_ok 60 "node $n to be idle or in use" node_usable "$n"; then
+    scontrol update nodename="$n" state=resume 2>/dev/null || true
+    until_ok 30 "node $n to be idle or in use" node_usable "$n"
+  fi
 }
 
 install_packages() {
@@ -132,14 +243,14 @@ probe_cgroup() {
   case $CGROUP in
     no) CGROUP_WHY="disabled by CGROUP=no" ;;
     yes | auto)
-      if [[ ! -d /sys/fs/cgroup/memory ]]; then
-        CGROUP_WHY="no cgroup v1 memory hierarchy at /sys/fs/cgroup/memory (Slurm 22.05 needs v1 here)"
+      if [[ ! -d /sys/fs/cgroup/memory || ! -d /sys/fs/cgroup/freezer ]]; then
+        CGROUP_WHY="no cgroup v1 memory+freezer hierarchies under /sys/fs/cgroup (Slurm 22.05 needs v1 here)"
       elif ! mkdir "$probe" 2>/dev/null; then
         CGROUP_WHY="cgroup v1 memory hierarchy is not writable"
       else
         rmdir "$probe"
         CGROUP_USED=yes
-        CGROUP_WHY="cgroup v1 memory hierarchy is writable; task/cgroup with ConstrainRAMSpace"
+        CGROUP_WHY="cgroup v1 is writable; task/cgroup with ConstrainRAMSpace, one tree per node (slurm_nodeX)"
       fi
       if [[ $CGROUP == yes && $CGROUP_USED == no ]]; then
         say "CGROUP=yes but $CGROUP_WHY"
@@ -161,13 +272,10 @@ write_if_changed() {
 }
 
 write_config() {
-  local changed=0 cpus mem proctrack task
-  cpus=$NODE_CPUS
-  # below MemTotal, or slurmd registers less than configured and the node drains
-  mem=$(awk '/^MemTotal:/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
+  local changed=0 proctrack task n i gres_lines="" node_lines=""
   if [[ $CGROUP_USED == yes ]]; then
     proctrack=proctrack/cgroup task=task/cgroup
-    write_if_changed /etc/slurm/cgroup.conf 644 <<'EOF' && changed=1
+    write_if_changed /etc/slurm/cgroup.conf 644 <<'CONF' && changed=1
 CgroupPlugin=cgroup/v1
 CgroupMountpoint=/sys/fs/cgroup
 ConstrainRAMSpace=yes
@@ -175,25 +283,33 @@ ConstrainSwapSpace=yes
 AllowedSwapSpace=0
 ConstrainCores=no
 ConstrainDevices=no
-EOF
+CONF
   else
     proctrack=proctrack/linuxproc task=task/none
     if [[ -f /etc/slurm/cgroup.conf ]]; then rm -f /etc/slurm/cgroup.conf; changed=1; fi
   fi
 
-  # slurmd only counts GPUs it can see as device files: give it character devices
+  # slurmd only counts GPUs it can see as device files: give each node character devices
   # (the numbers of /dev/null) that no program will ever open as a GPU
-  local i
-  for ((i = 0; i < NODE_GPUS; i++)); do
-    [[ -c $DIR/gpu$i ]] || mknod -m 666 "$DIR/gpu$i" c 1 3
+  for n in $(node_names); do
+    install -d -m 755 "$DIR/spool/$n" "$DIR/dev/$n"
+    for ((i = 0; i < NODE_GPUS; i++)); do
+      [[ -c $DIR/dev/$n/gpu$i ]] || mknod -m 666 "$DIR/dev/$n/gpu$i" c 1 3
+    done
+    if ((NODE_GPUS > 0)); then
+      gres_lines+="NodeName=$n Name=gpu File=$DIR/dev/$n/gpu[0-$((NODE_GPUS - 1))]"$'\n'
+    fi
+    node_lines+="NodeName=$n NodeAddr=127.0.0.1 Port=$(node_port "$n") CPUs=$NODE_CPUS RealMemory=$NODE_MEM"
+    if ((NODE_GPUS > 0)); then node_lines+=" Gres=gpu:$NODE_GPUS"; fi
+    node_lines+=" State=UNKNOWN"$'\n'
   done
-  write_if_changed /etc/slurm/gres.conf 644 <<EOF && changed=1
+  write_if_changed /etc/slurm/gres.conf 644 <<CONF && changed=1
 AutoDetect=off
-NodeName=$NODE Name=gpu File=$DIR/gpu[0-$((NODE_GPUS - 1))]
-EOF
+${gres_lines}
+CONF
 
   # slurmdbd refuses a config holding a password unless it is private (0600)
-  write_if_changed /etc/slurm/slurmdbd.conf 600 <<EOF && changed=1
+  write_if_changed /etc/slurm/slurmdbd.conf 600 <<CONF && changed=1
 AuthType=auth/munge
 DbdHost=localhost
 DbdAddr=127.0.0.1
@@ -206,12 +322,12 @@ StorageHost=localhost
 StorageLoc=slurm_acct_db
 StorageUser=slurm
 StoragePass=dispatch-slurm
-EOF
+CONF
 
-  write_if_changed /etc/slurm/slurm.conf 644 <<EOF && changed=1
-# written by dispatch-slurm/scripts/start-slurm.sh; rewritten on every start
+  write_if_changed /etc/slurm/slurm.conf 644 <<CONF && changed=1
+# written by dispatch-slurm-testing's start-slurm.sh; rewritten on every start
 ClusterName=dispatch
-SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldHost=$CONTROLLER(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -219,13 +335,15 @@ CredType=cred/munge
 # a requeued or preempted job may start again after cred_expire+1 s (default 121 s)
 AuthInfo=cred_expire=10
 SlurmctldPort=6817
-SlurmdPort=6818
+# the default slurmd port; each NodeName line sets its own (one slurmd per port here)
+SlurmdPort=$((SLURMD_PORT0 + 1))
 StateSaveLocation=$DIR/ctld
-SlurmdSpoolDir=$DIR/slurmd
+# %n = the NodeName given to slurmd -N: one spool, pid file and log per slurmd
+SlurmdSpoolDir=$DIR/spool/%n
 SlurmctldPidFile=$DIR/slurmctld.pid
-SlurmdPidFile=$DIR/slurmd.pid
+SlurmdPidFile=$DIR/run/slurmd-%n.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd.log
+SlurmdLogFile=$DIR/log/slurmd-%n.log
 ProctrackType=$proctrack
 TaskPlugin=$task
 JobAcctGatherType=jobacct_gather/linux
@@ -235,6 +353,7 @@ AccountingStorageHost=127.0.0.1
 AccountingStoragePort=6819
 # the comment (dispatch's submission tag) reaches sacct once the job ended
 AccountingStoreFlags=job_comment
+AccountingStorageTRES=gres/gpu
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU_Memory
@@ -253,19 +372,35 @@ OverTimeLimit=0
 MpiDefault=none
 MailProg=/bin/true
 GresTypes=gpu
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:$NODE_GPUS State=UNKNOWN
-PartitionName=low       Nodes=$NODE Default=YES MaxTime=INFINITE State=UP PriorityTier=1  PreemptMode=REQUEUE
-PartitionName=lowcancel Nodes=$NODE MaxTime=INFINITE State=UP PriorityTier=1  PreemptMode=CANCEL
-PartitionName=high      Nodes=$NODE MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
-EOF
+${node_lines}
+PartitionName=low       Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP PriorityTier=1  PreemptMode=REQUEUE
+PartitionName=lowcancel Nodes=node[1-$NODES] MaxTime=INFINITE State=UP PriorityTier=1  PreemptMode=CANCEL
+PartitionName=high      Nodes=node[1-$NODES] MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
+CONF
   CONFIG_CHANGED=$changed
 }
 
+any_slurm_running() {
+  local n
+  running "$DIR/slurmctld.pid" && return 0
+  running "$DIR/slurmd.pid" && return 0
+  for n in $(node_names); do running "$(node_pidf "$n")" && return 0; done
+  return 1
+}
+
+nodes_ready() { # every node idle, mixed or allocated
+  local states bad
+  states=$(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u) || return 1
+  bad=$(awk '$2 !~ /^(idle|mixed|allocated)$/' <<<"$states" | wc -l)
+  [[ $(wc -l <<<"$states") -ge $NODES && $bad == 0 ]]
+}
+
 start_slurm() {
-  if [[ $CONFIG_CHANGED == 1 ]] && { running "$DIR/slurmctld.pid" || running "$DIR/slurmd.pid"; }; then
-    say "configuration changed: restarting slurmctld and slurmd"
-    stop_daemon "$DIR/slurmd.pid" slurmd
+  local n bad
+  if [[ $CONFIG_CHANGED == 1 ]] && any_slurm_running; then
+    say "configuration changed: restarting slurmctld, the slurmd's and slurmdbd"
     stop_daemon "$DIR/slurmctld.pid" slurmctld
+    stop_nodes
     stop_daemon "$DIR/slurmdbd.pid" slurmdbd
   fi
   if ! running "$DIR/slurmdbd.pid"; then
@@ -277,17 +412,18 @@ start_slurm() {
     slurmctld
     say "slurmctld started"
   fi
-  until_ok 30 "slurmctld to answer scontrol ping" scontrol ping
-  if ! running "$DIR/slurmd.pid"; then
-    slurmd
-    say "slurmd started"
-  fi
-  # a node left drained by an earlier test run would keep every job pending
-  if sinfo -h -n "$NODE" -o %T 2>/dev/null | grep -Eq 'drain|down'; then
-    scontrol update nodename="$NODE" state=resume 2>/dev/null || true
-  fi
-  until_ok 60 "node $NODE to be idle or in use" \
-    sh -c "sinfo -h -n $NODE -o %T | grep -Eqx 'idle|mixed|allocated'"
+  until_ok 30 "slurmctld to answer scontrol ping" sh -c 'scontrol ping | grep -q UP'
+  for n in $(node_names); do
+    if ! running "$(node_pidf "$n")"; then
+      kill_node_leftovers "$n"
+      slurmd -N "$n"
+      say "slurmd $n started (port $(node_port "$n"))"
+    fi
+  done
+  # nodes left drained or down by an earlier test run would keep jobs pending
+  bad=$(sinfo -h -N -o '%N %T' 2>/dev/null | awk '$2 ~ /drain|down|fail/ {print $1}' | sort -u | paste -sd, || true)
+  if [[ -n $bad ]]; then scontrol update nodename="$bad" state=resume 2>/dev/null || true; fi
+  until_ok 90 "all $NODES nodes to be idle or in use" nodes_ready
   until_ok 30 "sacct to answer" sacct -n -X -S now
 }
 
@@ -295,18 +431,24 @@ case ${1:-start} in
   start) ;;
   stop) do_stop; exit 0 ;;
   status) do_status; exit 0 ;;
-  *) echo "usage: $0 [start|stop|status]" >&2; exit 2 ;;
+  lose)
+    [[ $# -ge 2 ]] || { echo "usage: $0 lose NODE [kill|freeze]" >&2; exit 2; }
+    do_lose "$2" "${3:-kill}"; exit 0 ;;
+  restore)
+    [[ $# -ge 2 ]] || { echo "usage: $0 restore NODE" >&2; exit 2; }
+    do_restore "$2"; exit 0 ;;
+  *) echo "usage: $0 [start|stop|status|lose NODE [kill|freeze]|restore NODE]" >&2; exit 2 ;;
 esac
 
 [[ $(id -u) == 0 ]] || { say "must run as root"; exit 1; }
 started=$SECONDS
 install_packages
-install -d -m 755 "$DIR" "$DIR/ctld" "$DIR/slurmd" "$DIR/log"
+install -d -m 755 "$DIR" "$DIR/ctld" "$DIR/spool" "$DIR/run" "$DIR/log" "$DIR/dev"
 start_munge
 start_mariadb
 probe_cgroup
 write_config
 start_slurm
 echo "cgroup-memory-enforcement: $CGROUP_USED ($CGROUP_WHY)" | tee "$DIR/cgroup-memory"
-sinfo
+sinfo -N -o '%N %T %c %m %G' | awk '!seen[$0]++'
 say "ready in $((SECONDS - started))s"
