@@ -8,6 +8,13 @@ and append their results in a second write. It never decides anything itself.
 Crash safety comes from the order (intent, effect, result) and from ``decide`` reading the
 record: a submit whose result was lost is found by its tag next tick and adopted; a
 second object for one submission is stopped as a duplicate.
+
+The lease fences the side effects as well as the appends (S-49): each effect starts only
+while the job's lease has at least half its length left (renewed when it runs short), and
+not at all once another supervisor may have taken the job over. A tick that outlasts its
+lease (a stop waiting out a grace, one after another) therefore cannot race a second
+supervisor into submitting the same submission twice; what it did not get to is done by
+whoever holds the lease next. A single effect must end within half the lease.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from dispatch.backends import Backend, Registry
 from dispatch.cause import Cause
@@ -53,6 +61,8 @@ class TickReport:
     discovery_calls: dict[str, int] = field(default_factory=dict)
     unreachable: dict[str, str] = field(default_factory=dict)
     conflicts: list[str] = field(default_factory=list)
+    #: Jobs whose lease was lost during the tick: their remaining effects were not done.
+    fenced: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -79,6 +89,9 @@ class Supervisor:
         self.registry = registry
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.lease_ttl = lease_ttl
+        #: The lease an effect needs left before it starts: an effect (one submit, one
+        #: stop) must end within it, so half the lease leaves the rest as margin.
+        self.effect_window = lease_ttl / 2
         self.clock = clock
         self._step = step or (lambda name: None)
         self._only = frozenset(jobs) if jobs is not None else None
@@ -167,24 +180,62 @@ class Supervisor:
         ]
         if self._append(intents, report):
             self._step("intent-recorded")
-        results: list[tuple[Append, Lease]] = []
-        for job_id, effects in planned.items():
-            if job_id in report.conflicts:
-                continue
+        results: list[Append] = []
+        waiting = [j for j in planned if j not in report.conflicts]
+        for index, job_id in enumerate(waiting):
             job = self._jobs[job_id]
-            backend = backends[job.backend]
             if job.backend in report.unreachable:
                 continue
+            later = waiting[index:]  # renewed together when one runs short
             new = self._carry_out(
-                job, backend, [e for e in effects if not isinstance(e, Append)], now, report
+                job,
+                backends[job.backend],
+                [e for e in planned[job_id] if not isinstance(e, Append)],
+                now,
+                report,
+                partial(self._fenced, job_id, leases, later, report),
             )
             if new:
-                results.append(
-                    (Append(job_id, self._jobs[job_id].version, tuple(new)), leases[job_id])
-                )
-        if self._append(results, report):
+                results.append(Append(job_id, self._jobs[job_id].version, tuple(new)))
+        # The leases as renewed during the effects: a result is a fact worth recording
+        # under any lease still ours.
+        if self._append([(a, leases[a.job_id]) for a in results], report):
             self._step("result-recorded")
         return report
+
+    def _fenced(
+        self, job_id: str, leases: dict[str, Lease], renew: list[str], report: TickReport
+    ) -> bool:
+        """Whether a side effect for ``job_id`` may start now (S-49).
+
+        An effect starts only under a lease with at least ``effect_window`` left, so it ends
+        before another supervisor can take the job over. When less is left, the leases of
+        every job still waiting for its effects are renewed in one call; a lease that came
+        back with a token other than ours (or the next one, which only we can have taken
+        from an expired lease nobody else held) means someone else may have acted: this
+        supervisor does nothing more for that job in this tick.
+        """
+        if job_id in report.fenced:
+            return False
+        lease = leases[job_id]
+        now = self.clock()
+        if lease.expires_at - now >= self.effect_window:
+            return True
+        ids = [j for j in renew if j not in report.fenced]
+        renewed = self.store.acquire_leases(ids, self.owner, self.lease_ttl, now)
+        for other in ids:
+            got = renewed.get(other)
+            held = leases[other]
+            if got is not None and got.token in (held.token, held.token + 1):
+                leases[other] = got
+            else:
+                report.fenced.append(other)
+                log.warning(
+                    "job %s: lease of token %d lost during the tick; no further effects",
+                    other,
+                    held.token,
+                )
+        return job_id not in report.fenced
 
     def _backend(self, name: str, now: datetime, report: TickReport) -> Backend | None:
         retry = self._retry_at.get(name)
@@ -246,13 +297,22 @@ class Supervisor:
         return accepted
 
     def _carry_out(
-        self, job: Job, backend: Backend, effects: list[Effect], now: datetime, report: TickReport
+        self,
+        job: Job,
+        backend: Backend,
+        effects: list[Effect],
+        now: datetime,
+        report: TickReport,
+        may_act: Callable[[], bool],
     ) -> list[Event]:
-        """Do the side effects in order; return the events that record their results."""
+        """Do the side effects in order, each only while the job's lease is still ours
+        (``may_act``, S-49); return the events that record their results."""
 
         results: list[Event] = []
         seq = job.version
         for effect in effects:
+            if not may_act():
+                break
             try:
                 if isinstance(effect, Submit):
                     event: Event
