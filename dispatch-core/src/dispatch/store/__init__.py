@@ -17,12 +17,16 @@ from dispatch.errors import BadInput
 from dispatch.store.base import (
     JOB_FILTERS,
     Batch,
+    Feed,
     JobSummary,
     Lease,
     LeaseConflict,
+    Quarantined,
     RecordStore,
+    UndecodableRow,
     VersionConflict,
 )
+from dispatch.store.private import InsecureState
 
 ENV_VAR = "DISPATCH_STORE"
 
@@ -108,10 +112,14 @@ __all__ = [
     "ENV_VAR",
     "JOB_FILTERS",
     "Batch",
+    "Feed",
+    "InsecureState",
     "JobSummary",
     "Lease",
     "LeaseConflict",
+    "Quarantined",
     "RecordStore",
+    "UndecodableRow",
     "VersionConflict",
     "default_store_path",
     "default_store_url",

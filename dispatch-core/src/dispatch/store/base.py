@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from dispatch.enums import TERMINAL_STATES, State
 from dispatch.errors import BadInput, DecodeError, RecordConflict, UnknownJob
@@ -59,6 +59,31 @@ class Batch:
 
 
 @dataclass(frozen=True)
+class Quarantined:
+    """A job whose record holds a row this build cannot decode (S-48).
+
+    Readers that go over many jobs (the feed, ``jobs``) set such a job aside and go on with
+    the others; commands about that job alone fail naming it. ``seq`` is None when the fault
+    is in the job's summary row rather than in one of its events.
+    """
+
+    job_id: str
+    seq: int | None
+    field: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Feed:
+    """``read_feed``'s answer: the good events in append order, the position to pass next
+    time, and the jobs set aside. No event of a quarantined job is in ``events``."""
+
+    events: list[Event]
+    position: int
+    quarantined: list[Quarantined]
+
+
+@dataclass(frozen=True)
 class JobSummary:
     """One line of ``dispatch list``: enough to find a job without folding its record."""
 
@@ -68,6 +93,9 @@ class JobSummary:
     created_at: datetime
     outcome: State | None
     version: int
+    #: Set when the job's row does not decode (S-48): the job is listed, named as
+    #: quarantined, and ``outcome`` is None; every other job is listed as usual.
+    quarantined: Quarantined | None = None
 
 
 class VersionConflict(RecordConflict):
@@ -275,39 +303,89 @@ def check_position(value: int, what: str) -> int:
     return value
 
 
+class UndecodableRow(DecodeError):
+    """One stored row of one job does not decode (S-6, S-48): names the job and seq."""
+
+    def __init__(
+        self, message: str, *, job_id: str, seq: int | None, field: str = "", value: Any = None
+    ) -> None:
+        self.job_id = job_id
+        self.seq = seq
+        super().__init__(message, field=field, value=value)
+
+    def quarantined(self) -> Quarantined:
+        return Quarantined(job_id=self.job_id, seq=self.seq, field=self.field, message=str(self))
+
+
+_NOTHING_CHANGED = (
+    "the row was written by a newer dispatch or damaged; upgrade dispatch to read it, or "
+    "repair the row (nothing was changed; other jobs are unaffected)"
+)
+
+
 def decode_row(job_id: str, seq: int, body: str | bytes) -> Event:
     """Decode one stored event, naming the job and sequence number when it does not (S-6, S-36).
 
     A row from a newer build (an unknown event type, enum name or field) is refused, never
-    guessed at; the caller has changed nothing when this raises.
+    guessed at; the caller has changed nothing when this raises ``UndecodableRow``.
     """
 
+    where = f"record of job {job_id!r}, event seq {seq}"
+    if not isinstance(body, str | bytes):
+        raise UndecodableRow(
+            f"{where}: field 'body' holds a {type(body).__name__}, not JSON text; "
+            + _NOTHING_CHANGED,
+            job_id=job_id,
+            seq=seq,
+            field="body",
+            value=body,
+        )
     try:
         event = decode_event(body)
-    except DecodeError as exc:
+    except (DecodeError, ValueError, TypeError, RecursionError) as exc:
         kind = _stored_type(body)
         if kind is not None and kind not in EVENT_TYPES:
-            raise DecodeError(
-                f"record of job {job_id!r}, event seq {seq}: field 'type' = {kind!r} is not an "
-                f"event type this build knows; the row was written by a newer dispatch or "
-                "damaged; upgrade dispatch to read it (nothing was changed)",
+            raise UndecodableRow(
+                f"{where}: field 'type' = {kind!r} is not an event type this build knows; "
+                + _NOTHING_CHANGED,
+                job_id=job_id,
+                seq=seq,
                 field="type",
                 value=kind,
             ) from exc
-        raise DecodeError(
-            f"record of job {job_id!r}, event seq {seq}: {exc}; the row was written by a newer "
-            "dispatch or damaged; upgrade dispatch to read it (nothing was changed)",
-            field=exc.field,
-            value=exc.value,
+        field_name = exc.field if isinstance(exc, DecodeError) else ""
+        if field_name in ("", "<root>"):
+            field_name = "body"  # the document as a whole: not JSON, or not an object
+        value = exc.value if isinstance(exc, DecodeError) else None
+        if isinstance(body, bytes) and not _utf8(body):
+            field_name, value, exc_text = "body", None, "the body is not UTF-8 text"
+        else:
+            exc_text = str(exc)
+        raise UndecodableRow(
+            f"{where}: {exc_text}; " + _NOTHING_CHANGED,
+            job_id=job_id,
+            seq=seq,
+            field=field_name,
+            value=value,
         ) from exc
     if event.job_id != job_id or event.seq != seq:
-        raise DecodeError(
-            f"record of job {job_id!r}, event seq {seq}: the stored event says job "
-            f"{event.job_id!r} seq {event.seq}; the row is damaged (nothing was changed)",
+        raise UndecodableRow(
+            f"{where}: the stored event says job {event.job_id!r} seq {event.seq}; "
+            "the row is damaged (nothing was changed; other jobs are unaffected)",
+            job_id=job_id,
+            seq=seq,
             field="job_id" if event.job_id != job_id else "seq",
             value=event.job_id if event.job_id != job_id else event.seq,
         )
     return event
+
+
+def _utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _stored_type(body: str | bytes) -> str | None:
@@ -315,7 +393,7 @@ def _stored_type(body: str | bytes) -> str | None:
     type against the whole document, and a person needs the name itself."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     kind = data.get("type") if isinstance(data, dict) else None
     return kind if isinstance(kind, str) else None
@@ -326,9 +404,12 @@ def summary_outcome(value: str | None, job_id: str) -> State | None:
         return None
     try:
         return State(value)
-    except ValueError:
-        raise DecodeError(
-            f"job {job_id!r}: stored outcome {value!r} is not a state this build knows",
+    except (ValueError, TypeError):
+        raise UndecodableRow(
+            f"job {job_id!r}: stored outcome {value!r} in the jobs table is not a state this "
+            "build knows; " + _NOTHING_CHANGED,
+            job_id=job_id,
+            seq=None,
             field="outcome",
             value=value,
         ) from None
@@ -393,6 +474,19 @@ class RecordStore(abc.ABC):
         Lets a supervisor keep its folded jobs in memory and read only what is new, including
         what other writers appended. Positions only grow, and an event is never shown after
         one appended later (a reader never skips an event by moving past it).
+        """
+
+    @abc.abstractmethod
+    def read_feed(
+        self, position: int = 0, limit: int | None = None, *, job_ids: Iterable[str] | None = None
+    ) -> Feed:
+        """``read_since`` that one bad row cannot stop (S-48): a row that does not decode puts
+        its job in ``Feed.quarantined`` and leaves every event of that job out of this page,
+        while the other jobs' events are returned as usual.
+
+        ``job_ids`` reads only those jobs, through the ``(job_id, seq)`` index, so a command
+        about one job never decodes the others (issue 14). The store keeps no state: a reader
+        that saw a job quarantined ignores that job's later events itself.
         """
 
     @abc.abstractmethod
@@ -461,42 +555,3 @@ def unknown_job(job_ids: Sequence[str], location: str) -> UnknownJob:
 
 def in_utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
-
-
-# -- turning query rows into results: the same for every SQL store ----------------------
-
-
-def events_by_job(
-    rows: Iterable[tuple[str, int, str | bytes]], ids: Sequence[str], location: str
-) -> dict[str, list[Event]]:
-    """``read_many``'s answer from (job_id, seq, body) rows in job and seq order."""
-    found: dict[str, list[Event]] = {}
-    for job_id, seq, body in rows:
-        found.setdefault(job_id, []).append(decode_row(job_id, seq, body))
-    missing = [j for j in ids if j not in found]
-    if missing:
-        raise unknown_job(missing, location)
-    return found
-
-
-def feed(
-    rows: Sequence[tuple[int, str, int, str | bytes]], position: int
-) -> tuple[list[Event], int]:
-    """``read_since``'s answer from (position, job_id, seq, body) rows in position order."""
-    events = [decode_row(job_id, seq, body) for _, job_id, seq, body in rows]
-    return events, (int(rows[-1][0]) if rows else position)
-
-
-def summaries(rows: Iterable[tuple[str, str, str, datetime, str | None, int]]) -> list[JobSummary]:
-    """``jobs``'s answer from (job_id, name, backend, created_at, outcome, version) rows."""
-    return [
-        JobSummary(
-            job_id=job_id,
-            name=name,
-            backend=backend,
-            created_at=in_utc(created_at),
-            outcome=summary_outcome(outcome, job_id),
-            version=version,
-        )
-        for job_id, name, backend, created_at, outcome, version in rows
-    ]

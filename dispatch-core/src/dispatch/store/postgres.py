@@ -21,35 +21,14 @@ psycopg is imported here only, when a PostgreSQL store is opened (``dispatch-cor
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dispatch.enums import State
 from dispatch.errors import BadInput, DecodeError, DispatchError, RecordConflict, Unreachable
-from dispatch.events import Event
-from dispatch.store.base import (
-    Batch,
-    JobSummary,
-    Lease,
-    Prepared,
-    RecordStore,
-    check,
-    check_filter,
-    check_job_ids,
-    check_lease_request,
-    check_limit,
-    check_position,
-    decide_lease,
-    decode_row,
-    events_by_job,
-    feed,
-    key_conflict,
-    prepare,
-    summaries,
-    unknown_job,
-)
+from dispatch.store.base import Lease, Prepared, key_conflict
+from dispatch.store.sql import Dialect, SQLStore
 
 if TYPE_CHECKING:
     import psycopg
@@ -105,8 +84,29 @@ def _describe(dsn: str) -> str:
     )
 
 
-class PostgresStore(RecordStore):
+DIALECT = Dialect(
+    placeholder="%s",
+    any_of=lambda column: f"{column} = ANY(?)",
+    ids=list,
+    no_limit=None,
+    to_time=lambda value: value,
+    from_time=lambda value: value if isinstance(value, datetime) else _not_a_time(value),
+    expiry_column="expires_at",
+    to_expiry=lambda value: value,
+    from_expiry=lambda value: value,
+    for_share=" FOR SHARE",
+    for_update=" FOR UPDATE",
+)
+
+
+def _not_a_time(value: Any) -> datetime:
+    raise TypeError(f"not a time: {value!r}")
+
+
+class PostgresStore(SQLStore):
     """A record store in a PostgreSQL database (or in ``schema`` of it, created if missing)."""
+
+    dialect = DIALECT
 
     def __init__(
         self,
@@ -219,184 +219,56 @@ class PostgresStore(RecordStore):
                     raise
             raise AssertionError("unreachable: the loop returns or raises")
 
-    def _query(
-        self, what: str, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
-    ) -> list[tuple[Any, ...]]:
+    def _rows(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             conn = self._connect()
             with self._translate(what):
-                return conn.execute(sql, params).fetchall()
+                return conn.execute(sql, tuple(params)).fetchall()
 
-    def append_many(self, batches: Iterable[Batch]) -> dict[str, int | RecordConflict]:
-        items = prepare(batches)
-        if not items:
-            return {}
-        try:
-            return self._transaction("append", lambda c: self._append(c, items, isolate=False))
-        except RecordConflict:
-            # The version check passed but the (job_id, seq) key refused a row: the jobs table
-            # and the events disagree. Write each job under its own savepoint so that job
-            # alone is refused and the others are kept.
-            return self._transaction("append", lambda c: self._append(c, items, isolate=True))
+    def _lock_appends(self, conn: Any) -> None:
+        conn.execute("LOCK TABLE dispatch_events IN EXCLUSIVE MODE")
 
-    def _append(
-        self, conn: psycopg.Connection[Any], items: list[Prepared], *, isolate: bool
-    ) -> dict[str, int | RecordConflict]:
+    def _insert(self, conn: Any, items: list[Prepared]) -> None:
+        _insert(conn, items)
+
+    def _insert_alone(self, conn: Any, item: Prepared) -> RecordConflict | None:
         import psycopg
 
-        conn.execute("LOCK TABLE dispatch_events IN EXCLUSIVE MODE")
-        ids = [item.batch.job_id for item in items]
-        versions = dict(
-            conn.execute(
-                "SELECT job_id, version FROM dispatch_jobs WHERE job_id = ANY(%s)", (ids,)
-            ).fetchall()
-        )
-        leased = sorted(i.batch.job_id for i in items if i.batch.lease is not None)
-        leases: dict[str, tuple[str, int]] = {}
-        if leased:
-            for job_id, owner, token in conn.execute(
-                "SELECT job_id, owner, token FROM dispatch_leases WHERE job_id = ANY(%s) "
-                "ORDER BY job_id FOR SHARE",
-                (leased,),
-            ):
-                leases[job_id] = (owner, token)
-        result: dict[str, int | RecordConflict] = {}
-        ok = []
-        for item in items:
-            job_id = item.batch.job_id
-            conflict = check(item, versions.get(job_id, 0), leases.get(job_id))
-            if conflict is not None:
-                result[job_id] = conflict
-            else:
-                ok.append(item)
-                result[job_id] = item.version
-        if not isolate:
-            _insert(conn, ok)
-            return result
-        for item in ok:
-            try:
-                with conn.transaction():
-                    _insert(conn, [item])
-            except psycopg.errors.UniqueViolation as exc:
-                result[item.batch.job_id] = key_conflict(item.batch.job_id, self.location, exc)
-        return result
+        try:
+            with conn.transaction():
+                _insert(conn, [item])
+        except psycopg.errors.UniqueViolation as exc:
+            return key_conflict(item.batch.job_id, self.location, exc)
+        return None
 
-    def read(self, job_id: str, after: int = 0) -> list[Event]:
-        check_job_ids([job_id], "read")
-        check_position(after, "read: after")
-        rows = self._query(
-            "read",
-            "SELECT seq, body FROM dispatch_events WHERE job_id = %s AND seq > %s ORDER BY seq",
-            (job_id, after),
-        )
-        if not rows and not self._query(
-            "read", "SELECT 1 FROM dispatch_events WHERE job_id = %s LIMIT 1", (job_id,)
-        ):
-            raise unknown_job([job_id], self.location)
-        return [decode_row(job_id, seq, body) for seq, body in rows]
-
-    def read_many(self, job_ids: Iterable[str]) -> dict[str, list[Event]]:
-        ids = check_job_ids(job_ids, "read_many")
-        rows = self._query(
-            "read",
-            "SELECT job_id, seq, body FROM dispatch_events WHERE job_id = ANY(%s) "
-            "ORDER BY job_id, seq",
-            (ids,),
-        )
-        return events_by_job(rows, ids, self.location)
-
-    def read_since(self, position: int, limit: int | None = None) -> tuple[list[Event], int]:
-        check_position(position, "read_since: position")
-        check_limit(limit, "read_since")
-        rows = self._query(
-            "read",
-            "SELECT position, job_id, seq, body FROM dispatch_events WHERE position > %s "
-            "ORDER BY position LIMIT %s",
-            (position, limit),
-        )
-        return feed(rows, position)
-
-    def active_jobs(self, backend: str | None = None) -> list[str]:
-        rows = self._query(
-            "list",
-            "SELECT job_id FROM dispatch_jobs WHERE outcome IS NULL "
-            "AND (%s::text IS NULL OR backend = %s) ORDER BY created_at, job_id",
-            (backend, backend),
-        )
-        return [job_id for (job_id,) in rows]
-
-    def jobs(self, state: str | State | None = None, limit: int | None = None) -> list[JobSummary]:
-        wanted = check_filter(state)
-        check_limit(limit, "jobs")
-        rows = self._query(
-            "list",
-            "SELECT job_id, name, backend, created_at, outcome, version FROM dispatch_jobs "
-            "WHERE (%(s)s::text IS NULL) OR (%(s)s = 'active' AND outcome IS NULL) "
-            "OR outcome = %(s)s ORDER BY created_at DESC, job_id DESC LIMIT %(n)s",
-            {"s": wanted, "n": limit},
-        )
-        return summaries(rows)
-
-    def acquire_leases(
-        self, job_ids: Iterable[str], owner: str, ttl: timedelta, now: datetime
+    def _write_leases(
+        self, conn: Any, got: dict[str, Lease], current: dict[str, Lease]
     ) -> dict[str, Lease]:
-        ids = check_lease_request(job_ids, owner, ttl, now)
-        if not ids:
-            return {}
-
-        def body(conn: psycopg.Connection[Any]) -> dict[str, Lease]:
-            current = {
-                job_id: Lease(job_id, held_by, token, expires)
-                for job_id, held_by, token, expires in conn.execute(
-                    "SELECT job_id, owner, token, expires_at FROM dispatch_leases "
-                    "WHERE job_id = ANY(%s) ORDER BY job_id FOR UPDATE",
-                    (ids,),
-                )
-            }
-            decided = {
-                job_id: decide_lease(job_id, current.get(job_id), owner, ttl, now) for job_id in ids
-            }
-            got = {job_id: lease for job_id, lease in decided.items() if lease is not None}
-            fresh = [lease for job_id, lease in got.items() if job_id not in current]
-            held = [lease for job_id, lease in got.items() if job_id in current]
-            if held:
-                conn.execute(
-                    "UPDATE dispatch_leases SET owner = u.owner, token = u.token, "
-                    "expires_at = u.expires_at FROM unnest(%s::text[], %s::text[], %s::bigint[], "
-                    "%s::timestamptz[]) AS u(job_id, owner, token, expires_at) "
-                    "WHERE dispatch_leases.job_id = u.job_id",
-                    _lease_columns(held),
-                )
-            if fresh:
-                inserted = {
-                    job_id
-                    for (job_id,) in conn.execute(
-                        "INSERT INTO dispatch_leases (job_id, owner, token, expires_at) "
-                        "SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], "
-                        "%s::timestamptz[]) ON CONFLICT (job_id) DO NOTHING RETURNING job_id",
-                        _lease_columns(fresh),
-                    ).fetchall()
-                }
-                for lease in fresh:
-                    if lease.job_id not in inserted:
-                        del got[lease.job_id]
-            return got
-
-        return self._transaction("acquire leases", body)
-
-    def release_leases(self, job_ids: Iterable[str], owner: str) -> None:
-        ids = check_job_ids(job_ids, "release_leases")
-        if not ids:
-            return
-
-        def body(conn: psycopg.Connection[Any]) -> None:
+        fresh = [lease for job_id, lease in got.items() if job_id not in current]
+        held = [lease for job_id, lease in got.items() if job_id in current]
+        if held:
             conn.execute(
-                "UPDATE dispatch_leases SET owner = '', expires_at = 'epoch' "
-                "WHERE owner = %s AND job_id = ANY(%s)",
-                (owner, ids),
+                "UPDATE dispatch_leases SET owner = u.owner, token = u.token, "
+                "expires_at = u.expires_at FROM unnest(%s::text[], %s::text[], %s::bigint[], "
+                "%s::timestamptz[]) AS u(job_id, owner, token, expires_at) "
+                "WHERE dispatch_leases.job_id = u.job_id",
+                _lease_columns(held),
             )
-
-        self._transaction("release leases", body)
+        if fresh:
+            # Two supervisors may both find no lease row; the first insert wins.
+            inserted = {
+                job_id
+                for (job_id,) in conn.execute(
+                    "INSERT INTO dispatch_leases (job_id, owner, token, expires_at) "
+                    "SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], "
+                    "%s::timestamptz[]) ON CONFLICT (job_id) DO NOTHING RETURNING job_id",
+                    _lease_columns(fresh),
+                ).fetchall()
+            }
+            for lease in fresh:
+                if lease.job_id not in inserted:
+                    del got[lease.job_id]
+        return got
 
     def close(self) -> None:
         with self._lock:
@@ -407,12 +279,6 @@ class PostgresStore(RecordStore):
 
 
 def _insert(conn: psycopg.Connection[Any], items: list[Prepared]) -> None:
-    with conn.cursor().copy(
-        "COPY dispatch_events (job_id, seq, type, at, body) FROM STDIN"
-    ) as copy:
-        for item in items:
-            for row in item.rows:
-                copy.write_row(row)
     created = [i for i in items if i.created is not None]
     if created:
         conn.execute(
@@ -442,6 +308,13 @@ def _insert(conn: psycopg.Connection[Any], items: list[Prepared]) -> None:
                 [i.outcome.value if i.outcome else None for i in updated],
             ),
         )
+    # Events after their job's row: row-level security checks an event against its job.
+    with conn.cursor().copy(
+        "COPY dispatch_events (job_id, seq, type, at, body) FROM STDIN"
+    ) as copy:
+        for item in items:
+            for row in item.rows:
+                copy.write_row(row)
 
 
 def _lease_columns(leases: list[Lease]) -> tuple[list[Any], ...]:

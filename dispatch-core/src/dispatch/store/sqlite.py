@@ -3,48 +3,39 @@
 WAL lets readers go on while a supervisor writes; every write starts with
 ``BEGIN IMMEDIATE`` so two writers queue on the file lock (up to the busy timeout) instead
 of both reading version N and one failing late. The file holds commands, environments and
-scheduler output, so it is created readable by its owner only (0600, directory 0700).
+scheduler output, so it lives in a directory only its owner can write, is created 0600 and
+is never reached through a symlink (S-51). A SQLite file that is not a record is refused
+and left as it was; a record dispatch may not write (a read-only file or file system) is
+opened read-only, so it can still be listed and read.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
-from dispatch.enums import State
 from dispatch.errors import BadInput, DecodeError, RecordConflict, Unreachable
-from dispatch.events import Event
-from dispatch.store.base import (
-    Batch,
-    JobSummary,
-    Lease,
-    Prepared,
-    RecordStore,
-    check,
-    check_filter,
-    check_job_ids,
-    check_lease_request,
-    check_limit,
-    check_position,
-    decide_lease,
-    decode_row,
-    events_by_job,
-    feed,
-    key_conflict,
-    prepare,
-    summaries,
-    unknown_job,
+from dispatch.store.base import Lease, Prepared, key_conflict
+from dispatch.store.private import (
+    check_private_file,
+    open_private,
+    private_dirs,
 )
+from dispatch.store.sql import Dialect, SQLStore
 
 #: Bumped when the tables change; a file written by a newer build is refused, not misread.
 SCHEMA_VERSION = 1
+
+_TABLES = ("dispatch_schema", "dispatch_events", "dispatch_jobs", "dispatch_leases")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS dispatch_schema (version INTEGER NOT NULL);
@@ -76,6 +67,7 @@ CREATE TABLE IF NOT EXISTS dispatch_leases (
 );
 """
 
+_MAGIC = b"SQLite format 3\x00"
 _T = TypeVar("_T")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -93,78 +85,150 @@ def _from_micros(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
 
 
-def _insert(db: sqlite3.Connection, items: list[Prepared]) -> None:
-    db.executemany(
-        "INSERT INTO dispatch_events (job_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)",
-        [(j, s, t, _stamp(a), b) for item in items for (j, s, t, a, b) in item.rows],
-    )
-    db.executemany(
-        "INSERT INTO dispatch_jobs (job_id, name, backend, created_at, version, outcome) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        [
-            (
-                i.batch.job_id,
-                i.created.name,
-                i.created.backend,
-                _stamp(i.created.at),
-                i.version,
-                i.outcome.value if i.outcome else None,
-            )
-            for i in items
-            if i.created is not None
-        ],
-    )
-    db.executemany(
-        "UPDATE dispatch_jobs SET version = ?, outcome = coalesce(?, outcome) WHERE job_id = ?",
-        [
-            (i.version, i.outcome.value if i.outcome else None, i.batch.job_id)
-            for i in items
-            if i.created is None
-        ],
-    )
+def _parse_stamp(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise TypeError(f"not a time stamp: {value!r}")
+    return datetime.fromisoformat(value)
 
 
-def _make_private_dirs(directory: Path) -> None:
-    """Create missing directories 0700 (``os.makedirs`` gives parents the umask default)."""
-    missing: list[Path] = []
-    current = directory
-    while not current.exists():
-        missing.append(current)
-        current = current.parent
-    for path in reversed(missing):
-        try:
-            path.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
-        else:
-            os.chmod(path, 0o700)
+DIALECT = Dialect(
+    placeholder="?",
+    any_of=lambda column: f"{column} IN (SELECT value FROM json_each(?))",
+    ids=lambda ids: json.dumps(list(ids)),
+    no_limit=-1,
+    to_time=_stamp,
+    from_time=_parse_stamp,
+    expiry_column="expires_us",
+    to_expiry=_micros,
+    from_expiry=_from_micros,
+    for_share="",
+    for_update="",
+)
+
+_WRITE_REFUSED = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
-class SQLiteStore(RecordStore):
+class SQLiteStore(SQLStore):
     """A record store in one SQLite file."""
 
+    dialect = DIALECT
+
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
-        self.path = Path(path)
-        self.location = f"sqlite://{self.path.absolute()}"
+        self.path = Path(path).absolute()
+        self.location = f"sqlite://{self.path}"
+        self.read_only = False
+        self._read_only_why = ""
         self._lock = threading.RLock()
         self._closed = False
-        try:
-            _make_private_dirs(self.path.parent)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            os.close(fd)
-            self._db = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
-        except (OSError, sqlite3.Error) as exc:
-            raise Unreachable(f"cannot open the record store {self.location}: {exc}") from exc
+        self._db = self._open(busy_timeout)
         try:
             self._setup()
         except BaseException:
             self._db.close()
             raise
 
+    # -- opening: a private file, never through a symlink, never a foreign one ---------------
+
+    def _open(self, busy_timeout: float) -> sqlite3.Connection:
+        what = "record store"
+        try:
+            private_dirs(self.path.parent, "the record store's directory")
+            fd = self._open_file()
+        except BadInput:
+            raise
+        except OSError as exc:
+            raise Unreachable(f"cannot open the record store {self.location}: {exc}") from exc
+        try:
+            st = check_private_file(fd, self.path, what)
+            if not self.read_only and st.st_mode & 0o077:
+                os.fchmod(fd, 0o600)
+            header = os.pread(fd, len(_MAGIC), 0)
+            if header and header != _MAGIC:
+                raise BadInput(
+                    f"record store {self.location}: the file is not a SQLite database; "
+                    "is this file a dispatch record store? dispatch left it untouched; point "
+                    "DISPATCH_STORE at another file"
+                )
+            identity = (st.st_dev, st.st_ino)
+        finally:
+            os.close(fd)
+        try:
+            db = sqlite3.connect(
+                self._uri(),
+                uri=True,
+                timeout=busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise Unreachable(f"cannot open the record store {self.location}: {exc}") from exc
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+        except OSError as exc:
+            db.close()
+            raise Unreachable(f"cannot open the record store {self.location}: {exc}") from exc
+        if (now.st_dev, now.st_ino) != identity:
+            db.close()
+            raise BadInput(
+                f"record store {self.location}: the file was replaced while dispatch opened "
+                "it; refusing to use it (S-51)"
+            )
+        return db
+
+    def _open_file(self) -> int:
+        """The record's file descriptor, opened read-write (created 0600) when allowed and
+        read-only when the file or its file system refuses writes."""
+        what = "record store"
+        try:
+            return open_private(self.path, os.O_RDWR | os.O_CREAT, what)
+        except IsADirectoryError:
+            raise BadInput(
+                f"record store {self.location}: {self.path} is a directory, not a record file; "
+                f"name a file in it, e.g. sqlite://{self.path / 'record.db'}"
+            ) from None
+        except OSError as exc:
+            if exc.errno not in _WRITE_REFUSED:
+                raise
+            why = "read-only file system" if exc.errno == errno.EROFS else "permission denied"
+        try:
+            fd = open_private(self.path, os.O_RDONLY, what)
+        except FileNotFoundError:
+            raise BadInput(
+                f"record store {self.location}: cannot create the record ({why}); point "
+                "DISPATCH_STORE at a writable place, e.g. sqlite:///home/you/record.db"
+            ) from None
+        self.read_only = True
+        self._read_only_why = why
+        return fd
+
+    def _uri(self) -> str:
+        uri = f"file:{quote(str(self.path))}"
+        if not self.read_only:
+            return uri
+        # On a read-only file system nobody can change the file, and SQLite could not create
+        # the WAL index it otherwise needs to read.
+        immutable = "&immutable=1" if self._read_only_why == "read-only file system" else ""
+        return f"{uri}?mode=ro{immutable}"
+
     def _setup(self) -> None:
         with self._translate("open"):
+            tables = {
+                name
+                for (name,) in self._db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                ).fetchall()
+            }
+            foreign = sorted(t for t in tables if not t.startswith(("dispatch_", "sqlite_")))
+            if tables and "dispatch_schema" not in tables:
+                shown = ", ".join(foreign[:5]) or ", ".join(sorted(tables)[:5])
+                raise BadInput(
+                    f"record store {self.location}: this SQLite database is not a dispatch "
+                    f"record store (it holds the tables {shown}); dispatch left it untouched; "
+                    "point DISPATCH_STORE at another file"
+                )
+            if self.read_only:
+                self._check_read_only(tables)
+                return
             mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise Unreachable(
@@ -180,13 +244,29 @@ class SQLiteStore(RecordStore):
                 self._db.execute("INSERT INTO dispatch_schema VALUES (?)", (SCHEMA_VERSION,))
             elif row[0] > SCHEMA_VERSION:
                 self._db.execute("ROLLBACK")
-                raise DecodeError(
-                    f"record store {self.location} has schema version {row[0]}, written by a "
-                    f"newer dispatch (this build knows up to {SCHEMA_VERSION}); upgrade dispatch",
-                    field="schema version",
-                    value=row[0],
-                )
+                raise self._newer(row[0])
             self._db.execute("COMMIT")
+
+    def _check_read_only(self, tables: set[str]) -> None:
+        missing = [t for t in _TABLES if t not in tables]
+        if missing:
+            raise BadInput(
+                f"record store {self.location} is read-only ({self._read_only_why}) and holds "
+                "no record yet; point DISPATCH_STORE at a writable place"
+            )
+        row = self._db.execute("SELECT max(version) FROM dispatch_schema").fetchone()
+        if row[0] is not None and row[0] > SCHEMA_VERSION:
+            raise self._newer(row[0])
+
+    def _newer(self, version: int) -> DecodeError:
+        return DecodeError(
+            f"record store {self.location} has schema version {version}, written by a "
+            f"newer dispatch (this build knows up to {SCHEMA_VERSION}); upgrade dispatch",
+            field="schema version",
+            value=version,
+        )
+
+    # -- the driver's part of SQLStore ----------------------------------------------------
 
     @contextmanager
     def _translate(self, what: str) -> Iterator[None]:
@@ -195,6 +275,8 @@ class SQLiteStore(RecordStore):
             yield
         except sqlite3.OperationalError as exc:
             self._rollback()
+            if "readonly" in str(exc):
+                raise self._refuse_write(what) from exc
             raise Unreachable(f"record store {self.location}: {what} failed: {exc}") from exc
         except sqlite3.IntegrityError as exc:
             self._rollback()
@@ -209,6 +291,14 @@ class SQLiteStore(RecordStore):
             self._rollback()
             raise
 
+    def _refuse_write(self, what: str) -> BadInput:
+        why = self._read_only_why or "the file or its file system is read-only"
+        return BadInput(
+            f"record store {self.location} is read-only ({why}): {what} refused; it can be "
+            "listed and read, and writes need a writable copy (check the file's mode and the "
+            "mount)"
+        )
+
     def _rollback(self) -> None:
         if not self._closed and self._db.in_transaction:
             try:
@@ -220,174 +310,78 @@ class SQLiteStore(RecordStore):
         if self._closed:
             raise BadInput(f"record store {self.location} is closed; open it again")
 
-    def _write(self, what: str, body: Callable[[sqlite3.Connection], _T]) -> _T:
+    def _transaction(self, what: str, body: Callable[[Any], _T]) -> _T:
         with self._lock, self._translate(what):
             self._check_open()
+            if self.read_only:
+                raise self._refuse_write(what)
             self._db.execute("BEGIN IMMEDIATE")
             result = body(self._db)
             self._db.execute("COMMIT")
             return result
 
-    def _query(self, what: str, sql: str, params: Iterable[Any] = ()) -> list[Any]:
+    def _rows(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._translate(what):
             self._check_open()
             return self._db.execute(sql, tuple(params)).fetchall()
 
-    def append_many(self, batches: Iterable[Batch]) -> dict[str, int | RecordConflict]:
-        items = prepare(batches)
-        if not items:
-            return {}
-        try:
-            return self._write("append", lambda db: self._append(db, items, isolate=False))
-        except RecordConflict:
-            # The pre-check passed but the (job_id, seq) key refused a row: the jobs table
-            # and the events disagree (a damaged file). Write each job under its own
-            # savepoint so that job alone is refused and the others are kept.
-            return self._write("append", lambda db: self._append(db, items, isolate=True))
+    def _lock_appends(self, conn: Any) -> None:
+        """``BEGIN IMMEDIATE`` already holds the file's write lock."""
 
-    def _append(
-        self, db: sqlite3.Connection, items: list[Prepared], *, isolate: bool
-    ) -> dict[str, int | RecordConflict]:
-        ids = json.dumps([item.batch.job_id for item in items])
-        versions = dict(
-            db.execute(
-                "SELECT job_id, version FROM dispatch_jobs "
-                "WHERE job_id IN (SELECT value FROM json_each(?))",
-                (ids,),
-            ).fetchall()
-        )
-        leased = json.dumps([i.batch.job_id for i in items if i.batch.lease is not None])
-        leases = {
-            job_id: (owner, token)
-            for job_id, owner, token in db.execute(
-                "SELECT job_id, owner, token FROM dispatch_leases "
-                "WHERE job_id IN (SELECT value FROM json_each(?))",
-                (leased,),
-            )
-        }
-        result: dict[str, int | RecordConflict] = {}
-        ok = []
-        for item in items:
-            job_id = item.batch.job_id
-            conflict = check(item, versions.get(job_id, 0), leases.get(job_id))
-            if conflict is not None:
-                result[job_id] = conflict
-            else:
-                ok.append(item)
-                result[job_id] = item.version
-        if not isolate:
-            _insert(db, ok)
-            return result
-        for item in ok:
-            db.execute("SAVEPOINT job")
-            try:
-                _insert(db, [item])
-            except sqlite3.IntegrityError as exc:
-                db.execute("ROLLBACK TO job")
-                result[item.batch.job_id] = key_conflict(item.batch.job_id, self.location, exc)
-            db.execute("RELEASE job")
-        return result
-
-    def read(self, job_id: str, after: int = 0) -> list[Event]:
-        check_job_ids([job_id], "read")
-        check_position(after, "read: after")
-        rows = self._query(
-            "read",
-            "SELECT seq, body FROM dispatch_events WHERE job_id = ? AND seq > ? ORDER BY seq",
-            (job_id, after),
-        )
-        if not rows and not self._query(
-            "read", "SELECT 1 FROM dispatch_events WHERE job_id = ? LIMIT 1", (job_id,)
-        ):
-            raise unknown_job([job_id], self.location)
-        return [decode_row(job_id, seq, body) for seq, body in rows]
-
-    def read_many(self, job_ids: Iterable[str]) -> dict[str, list[Event]]:
-        ids = check_job_ids(job_ids, "read_many")
-        rows = self._query(
-            "read",
-            "SELECT job_id, seq, body FROM dispatch_events "
-            "WHERE job_id IN (SELECT value FROM json_each(?)) ORDER BY job_id, seq",
-            (json.dumps(ids),),
-        )
-        return events_by_job(rows, ids, self.location)
-
-    def read_since(self, position: int, limit: int | None = None) -> tuple[list[Event], int]:
-        check_position(position, "read_since: position")
-        check_limit(limit, "read_since")
-        rows = self._query(
-            "read",
-            "SELECT position, job_id, seq, body FROM dispatch_events WHERE position > ? "
-            "ORDER BY position LIMIT ?",
-            (position, -1 if limit is None else limit),
-        )
-        return feed(rows, position)
-
-    def active_jobs(self, backend: str | None = None) -> list[str]:
-        rows = self._query(
-            "list",
-            "SELECT job_id FROM dispatch_jobs WHERE outcome IS NULL AND (? IS NULL OR backend = ?) "
-            "ORDER BY created_at, job_id",
-            (backend, backend),
-        )
-        return [job_id for (job_id,) in rows]
-
-    def jobs(self, state: str | State | None = None, limit: int | None = None) -> list[JobSummary]:
-        wanted = check_filter(state)
-        check_limit(limit, "jobs")
-        rows = self._query(
-            "list",
-            "SELECT job_id, name, backend, created_at, outcome, version FROM dispatch_jobs "
-            "WHERE (?1 IS NULL) OR (?1 = 'active' AND outcome IS NULL) OR outcome = ?1 "
-            "ORDER BY created_at DESC, job_id DESC LIMIT ?2",
-            (wanted, -1 if limit is None else limit),
-        )
-        return summaries(
-            (job_id, name, backend, datetime.fromisoformat(created_at), outcome, version)
-            for job_id, name, backend, created_at, outcome, version in rows
-        )
-
-    def acquire_leases(
-        self, job_ids: Iterable[str], owner: str, ttl: timedelta, now: datetime
-    ) -> dict[str, Lease]:
-        ids = check_lease_request(job_ids, owner, ttl, now)
-
-        def body(db: sqlite3.Connection) -> dict[str, Lease]:
-            current = {
-                job_id: Lease(job_id, held_by, token, _from_micros(expires))
-                for job_id, held_by, token, expires in db.execute(
-                    "SELECT job_id, owner, token, expires_us FROM dispatch_leases "
-                    "WHERE job_id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(ids),),
+    def _insert(self, conn: Any, items: list[Prepared]) -> None:
+        db: sqlite3.Connection = conn
+        db.executemany(
+            "INSERT INTO dispatch_jobs (job_id, name, backend, created_at, version, outcome) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    i.batch.job_id,
+                    i.created.name,
+                    i.created.backend,
+                    _stamp(i.created.at),
+                    i.version,
+                    i.outcome.value if i.outcome else None,
                 )
-            }
-            got: dict[str, Lease] = {}
-            for job_id in ids:
-                lease = decide_lease(job_id, current.get(job_id), owner, ttl, now)
-                if lease is not None:
-                    got[job_id] = lease
-            db.executemany(
-                "INSERT INTO dispatch_leases (job_id, owner, token, expires_us) "
-                "VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (job_id) DO UPDATE SET owner = excluded.owner, "
-                "token = excluded.token, expires_us = excluded.expires_us",
-                [(g.job_id, g.owner, g.token, _micros(g.expires_at)) for g in got.values()],
-            )
-            return got
+                for i in items
+                if i.created is not None
+            ],
+        )
+        db.executemany(
+            "UPDATE dispatch_jobs SET version = ?, outcome = coalesce(?, outcome) WHERE job_id = ?",
+            [
+                (i.version, i.outcome.value if i.outcome else None, i.batch.job_id)
+                for i in items
+                if i.created is None
+            ],
+        )
+        db.executemany(
+            "INSERT INTO dispatch_events (job_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)",
+            [(j, s, t, _stamp(a), b) for item in items for (j, s, t, a, b) in item.rows],
+        )
 
-        return self._write("acquire leases", body)
+    def _insert_alone(self, conn: Any, item: Prepared) -> RecordConflict | None:
+        db: sqlite3.Connection = conn
+        db.execute("SAVEPOINT job")
+        refused: RecordConflict | None = None
+        try:
+            self._insert(db, [item])
+        except sqlite3.IntegrityError as exc:
+            db.execute("ROLLBACK TO job")
+            refused = key_conflict(item.batch.job_id, self.location, exc)
+        db.execute("RELEASE job")
+        return refused
 
-    def release_leases(self, job_ids: Iterable[str], owner: str) -> None:
-        ids = check_job_ids(job_ids, "release_leases")
-
-        def body(db: sqlite3.Connection) -> None:
-            db.execute(
-                "UPDATE dispatch_leases SET owner = '', expires_us = 0 "
-                "WHERE owner = ? AND job_id IN (SELECT value FROM json_each(?))",
-                (owner, json.dumps(ids)),
-            )
-
-        self._write("release leases", body)
+    def _write_leases(
+        self, conn: Any, got: dict[str, Lease], current: dict[str, Lease]
+    ) -> dict[str, Lease]:
+        db: sqlite3.Connection = conn
+        db.executemany(
+            "INSERT INTO dispatch_leases (job_id, owner, token, expires_us) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (job_id) DO UPDATE SET owner = excluded.owner, "
+            "token = excluded.token, expires_us = excluded.expires_us",
+            [(g.job_id, g.owner, g.token, _micros(g.expires_at)) for g in got.values()],
+        )
+        return got
 
     def close(self) -> None:
         with self._lock:
