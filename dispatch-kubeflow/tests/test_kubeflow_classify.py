@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dispatch import Cause, CauseKind, Phase, Provenance
+from dispatch import Cause, CauseKind, Execution, Phase, Provenance
 from dispatch_kubeflow import tags
-from dispatch_kubeflow.classify import LAUNCH_REASONS, Evidence, classify, group, past_endings
+from dispatch_kubeflow.classify import classify, read, render_markdown
+from dispatch_kubeflow.endings import LAUNCH_REASONS
+from dispatch_kubeflow.evidence import Evidence, group
 
 NAME, NS, JOB_ID = "train-abc-1", "research", "job-7"
 T0, T1, T2 = "2026-05-01T10:00:00Z", "2026-05-01T10:00:05Z", "2026-05-01T10:00:09Z"
@@ -160,7 +162,6 @@ def see(
     pods: tuple[dict[str, Any], ...] = (),
     nodes: tuple[dict[str, Any], ...] = (node(),),
     wl: dict[str, Any] | None = None,
-    remembered: dict[int, Cause] | None = None,
 ):  # type: ignore[no-untyped-def]
     ev = Evidence(
         job_id=JOB_ID,
@@ -174,7 +175,7 @@ def see(
         nodes={n["metadata"]["name"]: n for n in nodes},
         workload=wl,
     )
-    return classify(ev, remembered)
+    return classify(ev)
 
 
 FAILED_JOBS = c(
@@ -630,20 +631,24 @@ def test_pods_left_by_a_vanished_trainjob_are_an_object_until_they_end() -> None
 
 
 def test_jobset_restart_reports_one_execution_per_attempt() -> None:
-    """S-38: executions come from the JobSet's restarts; a remembered cause is used."""
+    """S-38, S-40: executions come from the JobSet's restarts; an earlier attempt's ending
+    is read from the annotation dispatch wrote on the TrainJob, not from memory."""
     preempted = Cause(
-        kind=CauseKind.PREEMPTED, provenance=Provenance.SCHEDULER, detail="PreemptionByScheduler"
+        kind=CauseKind.PREEMPTED,
+        provenance=Provenance.SCHEDULER,
+        detail="PreemptionByScheduler",
+        nodes=("gpu-node-3",),
     )
+    kept = Execution(index=0, nodes=("gpu-node-3",), cause=preempted)
     view = see(
-        trainjob(),
+        trainjob(annotations={f"{tags.ATTEMPT_PREFIX}0": kept.model_dump_json()}),
         js=jobset(restarts=1),
         jobs=(job(attempt=1),),
         pods=(pod(attempt=1),),
-        remembered={0: preempted},
     )
     assert view.phase is Phase.RUNNING
     assert [e.index for e in view.executions] == [0, 1]
-    assert view.executions[0].cause == preempted and view.executions[1].cause is None
+    assert view.executions[0] == kept and view.executions[1].cause is None
 
 
 def test_restart_whose_evidence_was_never_seen_is_unknown_with_jobset_words() -> None:
@@ -678,7 +683,13 @@ def test_failed_attempt_awaiting_restart_is_pending_with_ended_execution() -> No
         jobs=list(ev_jobs),
         pods=[failed],
     )
-    assert past_endings(ev)[0].kind is CauseKind.PREEMPTED
+    keep = read(ev)[1]
+    assert list(keep) == [f"{tags.ATTEMPT_PREFIX}0"]
+    assert Execution.model_validate_json(keep[f"{tags.ATTEMPT_PREFIX}0"]) == view.executions[-1]
+    tj = trainjob(annotations=keep)
+    assert read(Evidence(JOB_ID, 1, NAME, NS, tj, js, list(ev_jobs), [failed]))[1] == {}, (
+        "written once"
+    )
 
 
 # -- grouping ------------------------------------------------------------------------
@@ -725,3 +736,25 @@ def test_every_row_of_the_mapping_doc_names_a_test_that_exists() -> None:
     }
     assert len(named) >= 37
     assert sorted(set(named) - defined) == []
+
+
+def test_docs_mapping_tables_are_the_tables_in_the_code() -> None:
+    """The rendered tables in docs/mapping.md are the tables the classifier reads."""
+    text = (Path(__file__).parents[1] / "docs" / "mapping.md").read_text()
+    assert render_markdown() in text, (
+        "docs/mapping.md is stale: python -m dispatch_kubeflow.classify"
+    )
+
+
+@pytest.mark.parametrize("restarts", [-1, 2**31 - 1, "2", 1.5, 0, "x"])
+def test_restart_count_out_of_range_is_unknown_and_alive(restarts: object) -> None:
+    """S-4: a restart count dispatch cannot believe is unknown with the count verbatim,
+    and alive (never a second execution beside it); a plain count is read."""
+    view = see(trainjob(), js=jobset(restarts=restarts), pods=(pod(),))  # type: ignore[arg-type]
+    if restarts in (0, "2"):
+        assert view.phase is Phase.RUNNING and view.cause is None
+        assert len(view.executions) == int(restarts) + 1  # type: ignore[arg-type]
+        return
+    assert view.phase is Phase.RUNNING and view.scheduler_state == "Unreadable"
+    assert view.cause.kind is CauseKind.UNKNOWN and repr(restarts) in view.cause.detail
+    assert len(view.executions) == 1

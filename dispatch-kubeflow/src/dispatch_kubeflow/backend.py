@@ -32,9 +32,10 @@ from dispatch.plugin import hookimpl
 from dispatch.spec import JobSpec
 
 from dispatch_kubeflow import tags
-from dispatch_kubeflow.classify import classify, group, past_endings
+from dispatch_kubeflow.classify import read
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
+from dispatch_kubeflow.evidence import group
 from dispatch_kubeflow.manifest import OPTIONS, build_trainjob
 
 if TYPE_CHECKING:
@@ -78,9 +79,6 @@ class KubeflowBackend:
         self.config = config if config is not None else KubeflowConfig.from_env()
         self._kube: Kube | None = None
         self._lock = threading.Lock()
-        # (namespace, name) -> (job id, restart attempt -> the cause seen before the
-        # JobSet restart deleted its pods); forgotten once the object is gone
-        self._remembered: dict[tuple[str, str], tuple[str, dict[int, Cause]]] = {}
 
     @property
     def kube(self) -> Kube:
@@ -215,6 +213,16 @@ class KubeflowBackend:
                 return []
             raise
 
+    def _keep(self, namespace: str, name: str, keep: dict[str, str]) -> None:
+        """Write a failed attempt's ending on its TrainJob before a JobSet restart deletes
+        the pods that show it (once per attempt: the next discovery reads it back). A
+        refusal (gone, forbidden) only loses that evidence: the attempt is then reported
+        as one whose ending was not seen, by every reader alike."""
+        try:
+            self.kube.patch_trainjob(namespace, name, {"metadata": {"annotations": keep}})
+        except ApiRefused:
+            return
+
     def selector(self, job_ids: set[str]) -> str:
         """Up to ``selector_limit`` job ids go into an ``in (...)`` selector (≤ 64 characters
         each, far below the API server's 1 MiB request-line limit); beyond it, discovery
@@ -271,15 +279,9 @@ class KubeflowBackend:
                 if exc.status not in (403, 404):
                     raise
         objects = []
-        seen: set[tuple[str, str]] = set()
         for ev in group(trainjobs, jobsets, jobs, pods, nodes, workloads, wanted):
-            key = (ev.namespace, ev.name)
-            seen.add(key)
-            memory = self._remembered.setdefault(key, (ev.job_id, {}))[1]
-            objects.append(classify(ev, memory))
-            for attempt, cause in past_endings(ev).items():
-                memory.setdefault(attempt, cause)
-        for key, (job_id, _) in list(self._remembered.items()):
-            if job_id in wanted and key not in seen:
-                del self._remembered[key]
+            view, keep = read(ev)
+            objects.append(view)
+            if keep:
+                self._keep(ev.namespace, ev.name, keep)
         return Discovery(backend=NAME, at=at, objects=tuple(objects))

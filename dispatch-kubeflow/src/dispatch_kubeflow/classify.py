@@ -1,324 +1,239 @@
-"""From the evidence chain of one TrainJob to the object dispatch reports (S-19, S-4).
+"""THE mapping: the evidence chain of one TrainJob -> the object dispatch reports (S-19, S-4).
 
 Pure: it reads plain object dicts as the API returns them (TrainJob, JobSet, Jobs, Pods,
-Nodes, Kueue Workload) and returns an :class:`~dispatch.ObjectView`. The table in
-``docs/mapping.md`` lists every row; ``tests/test_kubeflow_classify.py`` has one test each.
+Nodes, Kueue Workload) and returns an :class:`~dispatch.ObjectView`. What decides lives in
+:data:`TABLE` (the object) and :data:`dispatch_kubeflow.endings.POD_TABLE` (one pod), read
+top to bottom, first match wins, like ``dispatch_slurm.classify``. ``docs/mapping.md`` is
+rendered from both (``python -m dispatch_kubeflow.classify``) and a test checks they agree.
 
-Order of reading (RESEARCH.md §3): deletion, then the TrainJob's terminal condition
-(authoritative but coarse: ``FailedJobs`` hides the cause, so the Jobs and Pods say why),
-then suspension (dispatch's gate, Kueue, someone else's hold), then the live evidence
-(lost nodes, FailureTarget, restarts, pending reasons).
+Order of the rows: deletion, then the TrainJob's terminal condition (authoritative but
+coarse: ``FailedJobs`` hides the cause, so the Jobs and Pods say why), then suspension
+(dispatch's gate, Kueue, someone else's hold), then the live evidence (lost nodes,
+FailureTarget, restarts, pending reasons).
+
+What a row says:
+
+- ``when``: named facts (:data:`FACTS`) that must all hold;
+- ``reasons``: the reason of the first fact's condition (``*`` at either end matches a
+  prefix or suffix); empty means any;
+- ``cause``: where the object's cause comes from (:data:`SOURCES`), and ``kind`` when the
+  row, not the evidence, decides its kind;
+- ``execution``: how the current restart attempt's execution reads: ``running``, ended
+  with the object's ``cause``, or ended with the pods' root ``ending``.
+
+Earlier restart attempts are executions too (S-38); their pods are gone after a JobSet
+restart, so their endings are read from the annotations dispatch wrote on the TrainJob
+while it could still see them (:func:`attempt_annotations`): what discovery reports
+depends only on what the cluster shows (S-24, S-40), never on a process's memory.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from functools import cached_property
 
-from dispatch.cause import Cause, root_cause
+from dispatch.cause import Cause
 from dispatch.discovery import Execution, ObjectView
 from dispatch.enums import CauseKind, Phase, Provenance
 
-from dispatch_kubeflow import tags
+from dispatch_kubeflow import endings, tags
+from dispatch_kubeflow.endings import ending_of, node_problem, pod_cause, pod_pending_cause
+from dispatch_kubeflow.evidence import (
+    MAX_ATTEMPTS,
+    Evidence,
+    Obj,
+    annotations,
+    cond,
+    labels,
+    make_cause,
+    mapping,
+    meta,
+    name_of,
+    node_of,
+    parse_time,
+    pod_terminal,
+    recorded_executions,
+    restarts_of,
+    said,
+    small_int,
+    status,
+    text,
+    true,
+)
 
-Obj = Mapping[str, Any]
+K = CauseKind
+P, H, R, E, G = Phase.PENDING, Phase.HELD, Phase.RUNNING, Phase.ENDED, Phase.GATED
 
 #: JobSet failure reasons the TrainJob copies; the cause is in the Jobs and Pods.
-JOBSET_FAILURES = frozenset({"FailedJobs", "FailJobSetFailurePolicyAction", "ReachedMaxRestarts"})
-#: ``DisruptionTarget`` reasons → kind. Others are reported ``unknown`` verbatim.
-DISRUPTIONS = {
-    "PreemptionByScheduler": CauseKind.PREEMPTED,
-    "PreemptionByKubeScheduler": CauseKind.PREEMPTED,
-    "EvictionByEvictionAPI": CauseKind.PREEMPTED,
-    "DeletionByTaintManager": CauseKind.NODE_LOST,
-    "DeletionByPodGC": CauseKind.NODE_LOST,
-    # Kueue marks the pods of an evicted workload (condition TerminationTarget in recent
-    # Kueue, DisruptionTarget in older ones)
-    "WorkloadEvictedDueToPreempted": CauseKind.PREEMPTED,
-    "WorkloadEvictedDueToNodeFailures": CauseKind.NODE_LOST,
-}
-#: Pod condition types that say who is taking the pod away.
-DISRUPTION_CONDITIONS = ("DisruptionTarget", "TerminationTarget")
-#: Kueue Workload ``Evicted`` reasons that leave the TrainJob queued to run again.
-KUEUE_REQUEUES = {"Preempted": CauseKind.PREEMPTED, "NodeFailures": CauseKind.NODE_LOST}
-#: Container waiting reasons that mean the kubelet cannot start it (a Pending pod never
-#: fails its Job, so these are reported pending; the core's launch window ends the wait).
-LAUNCH_REASONS = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "ErrImageNeverPull",
-        "ImageInspectError",
-        "RegistryUnavailable",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "RunContainerError",
-        "PreStartHookError",
-    }
-)
-_POLICY_EXIT = re.compile(r"failed with exit code (\d+) matching FailJob rule")
-_POLICY_DISRUPTION = re.compile(r"has condition DisruptionTarget matching FailJob rule")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def cond(obj: Obj | None, ctype: str) -> Obj | None:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            found: Obj = c
-            return found
-    return None
-
-
-def true(obj: Obj | None, ctype: str) -> Obj | None:
-    c = cond(obj, ctype)
-    return c if c is not None and c.get("status") == "True" else None
-
-
-def _said(c: Obj) -> str:
-    """A condition in its own words: ``Reason: message``."""
-    reason, message = c.get("reason") or "", c.get("message") or ""
-    return f"{reason}: {message}" if reason and message else reason or message
-
-
-def _cause(
-    kind: CauseKind,
-    detail: str,
-    at: str | None,
-    *,
-    exit_code: int | None = None,
-    provenance: Provenance = Provenance.SCHEDULER,
-) -> Cause:
-    return Cause(
-        kind=kind, provenance=provenance, detail=detail, exit_code=exit_code, at=parse_time(at)
-    )
+JOBSET_FAILURES = ("FailedJobs", "FailJobSetFailurePolicyAction", "ReachedMaxRestarts")
 
 
 @dataclass
-class Evidence:
-    """Everything the cluster shows about one submission's object."""
+class Facts:
+    """What one object's evidence says, each fact read once (lazily: discovery of many
+    jobs reads only the facts the first matching row needs)."""
 
-    job_id: str
-    submission: int
-    name: str
-    namespace: str
-    trainjob: Obj | None = None
-    jobset: Obj | None = None
-    jobs: list[Obj] = field(default_factory=list)
-    pods: list[Obj] = field(default_factory=list)
-    nodes: Mapping[str, Obj] = field(default_factory=dict)
-    workload: Obj | None = None
+    ev: Evidence
 
+    @cached_property
+    def attempt(self) -> int | None:
+        return small_int(restarts_of(self.ev.jobset))
 
-# -- one pod ---------------------------------------------------------------------------
+    @cached_property
+    def live(self) -> list[Obj]:
+        return [p for p in self.ev.pods if not pod_terminal(p)]
 
-
-def node_problem(pod: Obj, nodes: Mapping[str, Obj]) -> Cause | None:
-    """The pod's node is not Ready (Unknown/False): the node is lost under it."""
-    name = (pod.get("spec") or {}).get("nodeName")
-    node = nodes.get(name or "")
-    if node is None:
+    @cached_property
+    def lost(self) -> Cause | None:
+        for p in self.live:
+            if (c := node_problem(p, self.ev.nodes)) is not None:
+                return c
+        for p in self.live:
+            if (c := pod_cause(p)) is not None and c.kind is K.NODE_LOST:
+                return c
         return None
-    ready = cond(node, "Ready")
-    if ready is None or ready.get("status") == "True":
+
+    @cached_property
+    def tj_meta(self) -> Obj:
+        return meta(self.ev.trainjob)
+
+    @cached_property
+    def ending(self) -> tuple[Cause | None, tuple[Cause, ...]]:
+        return ending_of(self.ev, self.attempt or 0)
+
+    @cached_property
+    def stuck(self) -> Obj | None:
+        """A Job of this attempt marked FailureTarget whose Failed never comes."""
+        for j in self.ev.of_attempt("jobs", self.attempt or 0):
+            if (t := true(j, "FailureTarget")) is not None and not true(j, "Failed"):
+                return t
         return None
-    return _cause(
-        CauseKind.NODE_LOST,
-        f"node {name}: Ready={ready.get('status')} {_said(ready)}",
-        ready.get("lastTransitionTime"),
+
+    @cached_property
+    def pending(self) -> list[Cause]:
+        return [c for p in self.live if (c := pod_pending_cause(p)) is not None]
+
+    def reason(self, fact: str) -> str:
+        c = REASON_OF.get(fact, lambda f: None)(self)
+        return text(c.get("reason")) if c is not None else ""
+
+
+def _failed_attempt(f: Facts) -> bool:
+    current = f.ending[0]
+    return current is not None and current.kind is not K.NONE
+
+
+FACTS: Mapping[str, tuple[str, Callable[[Facts], bool]]] = {
+    "restarts-unreadable": (
+        f"the JobSet's `status.restarts` is not an integer in 0..{MAX_ATTEMPTS}",
+        lambda f: f.attempt is None,
+    ),
+    "deleting": (
+        "the TrainJob is gone or has a `deletionTimestamp`",
+        lambda f: f.ev.trainjob is None or bool(f.tj_meta.get("deletionTimestamp")),
+    ),
+    "live-pods": ("a pod has not ended (phase not Succeeded/Failed)", lambda f: bool(f.live)),
+    "stop-recorded": (
+        f"the TrainJob carries the `{tags.STOP}` annotation dispatch's stop wrote",
+        lambda f: bool(annotations(f.ev.trainjob).get(tags.STOP)),
+    ),
+    "complete": ("TrainJob `Complete=True`", lambda f: true(f.ev.trainjob, "Complete") is not None),
+    "failed": ("TrainJob `Failed=True`", lambda f: true(f.ev.trainjob, "Failed") is not None),
+    "pods-say-why": (
+        "the current attempt's Jobs or Pods show a failure (`endings.ending_of`)",
+        _failed_attempt,
+    ),
+    "suspended": (
+        "TrainJob `spec.suspend=true`",
+        lambda f: (
+            mapping(f.ev.trainjob.get("spec") if f.ev.trainjob else None).get("suspend") is True
+        ),
+    ),
+    "gate-closed": (
+        f"annotation `{tags.GATE}=closed` (dispatch's gate, S-37)",
+        lambda f: annotations(f.ev.trainjob).get(tags.GATE) == "closed",
+    ),
+    "evicted": ("the Kueue Workload has `Evicted=True`", lambda f: _evicted(f) is not None),
+    "workload": ("a Kueue Workload belongs to it", lambda f: f.ev.workload is not None),
+    "quota-refused": (
+        "the Workload has `QuotaReserved=False`",
+        lambda f: (
+            (c := cond(f.ev.workload, "QuotaReserved")) is not None and c.get("status") == "False"
+        ),
+    ),
+    "queue-label": (
+        f"the TrainJob has the label `{tags.KUEUE_QUEUE}` (Kueue has not made a Workload yet)",
+        lambda f: bool(labels(f.ev.trainjob).get(tags.KUEUE_QUEUE)),
+    ),
+    "node-lost": (
+        "a live pod's Node has `Ready`≠`True`, or a live pod is being deleted for node loss",
+        lambda f: f.lost is not None,
+    ),
+    "failure-target-stuck": (
+        "a Job of the current attempt has `FailureTarget=True` without `Failed`",
+        lambda f: f.stuck is not None,
+    ),
+    "no-ending": (
+        "no pod or Job of the current attempt shows an ending",
+        lambda f: f.ending[0] is None,
+    ),
+    "restarting": (
+        "the JobSet has `RestartingJobSet=True`, or a Job of the attempt `Failed=True`",
+        lambda f: (
+            true(f.ev.jobset, "RestartingJobSet") is not None
+            or any(true(j, "Failed") for j in f.ev.of_attempt("jobs", f.attempt or 0))
+        ),
+    ),
+    "cannot-start": (
+        "a pod's container waits with a reason in `endings.LAUNCH_REASONS`",
+        lambda f: any(c.kind is K.LAUNCH_FAILED for c in f.pending),
+    ),
+    "unschedulable": ("a pod has `PodScheduled=False/Unschedulable`", lambda f: bool(f.pending)),
+    "pods-running": (
+        "a live pod is `Running`",
+        lambda f: any(status(p).get("phase") == "Running" for p in f.live),
+    ),
+}
+
+
+def _evicted(f: Facts) -> Obj | None:
+    return true(f.ev.workload, "Evicted")
+
+
+REASON_OF: Mapping[str, Callable[[Facts], Obj | None]] = {
+    "failed": lambda f: true(f.ev.trainjob, "Failed"),
+    "evicted": _evicted,
+}
+
+
+def _deleted(f: Facts) -> Cause:
+    when = f.tj_meta.get("deletionTimestamp")
+    return make_cause(
+        K.UNKNOWN,
+        f"TrainJob {f.ev.namespace}/{f.ev.name} was deleted"
+        + (f" at {when}" if when else "")
+        + " without a stop recorded by dispatch",
+        when,
     )
 
 
-def pod_terminal(pod: Obj) -> bool:
-    return ((pod.get("status") or {}).get("phase")) in ("Succeeded", "Failed")
-
-
-def pod_cause(pod: Obj) -> Cause | None:
-    """How one pod ended, or None while it has not. A disruption outranks the exit code
-    it caused (a preempted pod exits 143; it was preempted, it did not fail)."""
-    status = pod.get("status") or {}
-    name = (pod.get("metadata") or {}).get("name", "")
-    for ctype in DISRUPTION_CONDITIONS:
-        disruption = true(pod, ctype)
-        if disruption is None:
-            continue
-        reason = disruption.get("reason") or ""
-        kind = DISRUPTIONS.get(reason)
-        if reason == "TerminationByKubelet":
-            kind = (
-                CauseKind.NODE_LOST if status.get("reason") == "Terminated" else CauseKind.PREEMPTED
-            )
-        return _cause(
-            kind or CauseKind.UNKNOWN,
-            f"pod {name}: {ctype} {_said(disruption)}",
-            disruption.get("lastTransitionTime"),
-        )
-    for cs in status.get("containerStatuses") or []:
-        for where in ("state", "lastState"):
-            term = (cs.get(where) or {}).get("terminated")
-            if not term:
-                continue
-            code = term.get("exitCode")
-            reason = term.get("reason") or ""
-            words = (
-                f"pod {name} container {cs.get('name')}: "
-                f"{where}.terminated reason={reason} exitCode={code}"
-            )
-            if term.get("message"):
-                words += f" message={term['message']}"
-            at = term.get("finishedAt")
-            if reason == "OOMKilled":
-                return _cause(CauseKind.OUT_OF_MEMORY, words, at, exit_code=code)
-            if code == 0 and where == "state":
-                return _cause(
-                    CauseKind.NONE, words, at, exit_code=0, provenance=Provenance.APPLICATION
-                )
-            if code:
-                return _cause(
-                    CauseKind.NON_ZERO_EXIT,
-                    words,
-                    at,
-                    exit_code=code,
-                    provenance=Provenance.APPLICATION,
-                )
-    if status.get("phase") == "Failed":
-        return _cause(
-            CauseKind.UNKNOWN,
-            f"pod {name}: phase Failed reason={status.get('reason', '')} "
-            f"message={status.get('message', '')}",
-            None,
-        )
-    return None
-
-
-def pod_pending_cause(pod: Obj) -> Cause | None:
-    """Why a pod that has not started waits: launch failure, or no capacity."""
-    name = (pod.get("metadata") or {}).get("name", "")
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in LAUNCH_REASONS:
-            return _cause(
-                CauseKind.LAUNCH_FAILED,
-                f"pod {name} container {cs.get('name')}: {_said(waiting)}",
-                None,
-            )
-    scheduled = cond(pod, "PodScheduled")
-    if (
-        scheduled is not None
-        and scheduled.get("status") == "False"
-        and scheduled.get("reason") == "Unschedulable"
-    ):
-        return _cause(
-            CauseKind.NO_CAPACITY,
-            f"pod {name}: PodScheduled=False {_said(scheduled)}",
-            scheduled.get("lastTransitionTime"),
-        )
-    return None
-
-
-# -- Jobs and the execution ------------------------------------------------------------
-
-
-def job_cause(job: Obj) -> Cause | None:
-    """What a failed Job says when its pods cannot (deadline, podFailurePolicy messages)."""
-    failed = true(job, "Failed") or true(job, "FailureTarget")
-    if failed is None:
-        return None
-    name = (job.get("metadata") or {}).get("name", "")
-    words = f"job {name}: {_said(failed)}"
-    at = failed.get("lastTransitionTime")
-    message = failed.get("message") or ""
-    if failed.get("reason") == "DeadlineExceeded":
-        return _cause(CauseKind.TIME_LIMIT, words, at)
-    if failed.get("reason") == "PodFailurePolicy":
-        if m := _POLICY_EXIT.search(message):
-            return _cause(
-                CauseKind.NON_ZERO_EXIT,
-                words,
-                at,
-                exit_code=int(m.group(1)),
-                provenance=Provenance.APPLICATION,
-            )
-        if _POLICY_DISRUPTION.search(message):
-            return _cause(CauseKind.PREEMPTED, words, at)
-    return None
-
-
-def attempt_of(obj: Obj) -> int:
-    try:
-        return int(((obj.get("metadata") or {}).get("labels") or {}).get(tags.RESTART_ATTEMPT, "0"))
-    except ValueError:
-        return 0
-
-
-def ending_of(ev: Evidence, attempt: int) -> tuple[Cause | None, tuple[Cause, ...]]:
-    """The cause that ended an execution: a Job's deadline first (it deleted the pods),
-    then the root cause across the pods (the earliest failure, not the pods killed after
-    it), then what a Job's condition says. None when nothing ended."""
-    jobs = [j for j in ev.jobs if attempt_of(j) == attempt]
-    for job in jobs:
-        c = job_cause(job)
-        if c is not None and c.kind is CauseKind.TIME_LIMIT:
-            return c, ()
-    pods = [p for p in ev.pods if attempt_of(p) == attempt]
-    causes = tuple(c for c in (pod_cause(p) for p in pods) if c is not None)
-    failures = tuple(c for c in causes if c.kind is not CauseKind.NONE)
-    if failures:
-        return root_cause(failures), causes
-    for job in jobs:
-        c = job_cause(job)
-        if c is not None:
-            return c, causes
-    return None, causes
-
-
-def _execution(
-    index: int, ev: Evidence, cause: Cause | None, node_causes: tuple[Cause, ...]
-) -> Execution:
-    pods = [p for p in ev.pods if attempt_of(p) == index]
-    starts = [t for t in (parse_time((p.get("status") or {}).get("startTime")) for p in pods) if t]
-    nodes = tuple(sorted({n for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}))
-    ended_at = cause.at if cause is not None else None
-    return Execution(
-        index=index,
-        started_at=min(starts) if starts else None,
-        ended_at=ended_at,
-        nodes=nodes,
-        cause=cause,
-        node_causes=node_causes if len(node_causes) > 1 else (),
-    )
-
-
-# -- the object ------------------------------------------------------------------------
-
-
-def stop_cause(tj: Obj) -> Cause | None:
+def _stop(f: Facts) -> Cause:
     """The stop dispatch recorded on the object before deleting it: the object was
     cancelled by an actor (dispatch, on behalf of whoever asked), whatever the reason the
     stop gave (a cancel, the node-loss fence, a duplicate); the reason stays in ``detail``."""
-    meta = tj.get("metadata") or {}
-    raw = (meta.get("annotations") or {}).get(tags.STOP)
-    if not raw:
-        return None
-    when = meta.get("deletionTimestamp")
+    raw = annotations(f.ev.trainjob).get(tags.STOP)
+    when = f.tj_meta.get("deletionTimestamp")
     try:
-        stop = Cause.model_validate(json.loads(raw))
-    except (ValueError, TypeError):
-        return _cause(CauseKind.UNKNOWN, f"unreadable {tags.STOP} annotation: {raw}", when)
+        stop = Cause.model_validate(json.loads(text(raw)))
+    except (ValueError, TypeError, RecursionError):
+        return make_cause(K.UNKNOWN, f"unreadable {tags.STOP} annotation: {raw}", when)
     detail = f"stopped by dispatch ({stop.kind.value})" + (
         f": {stop.detail}" if stop.detail else ""
     )
     return Cause(
-        kind=CauseKind.CANCELLED,
+        kind=K.CANCELLED,
         provenance=Provenance.ACTOR,
         actor=stop.actor or "dispatch",
         detail=detail,
@@ -326,263 +241,334 @@ def stop_cause(tj: Obj) -> Cause | None:
     )
 
 
-def classify(ev: Evidence, remembered: Mapping[int, Cause] | None = None) -> ObjectView:
-    """The object as dispatch reports it. ``remembered`` holds causes of earlier JobSet
-    restart attempts seen by earlier discoveries (a restart deletes their pods)."""
+def _words(c: Obj | None, prefix: str) -> Cause | None:
+    """A condition's own words behind what it is on; the row gives the kind."""
+    if c is None:
+        return None
+    return make_cause(K.UNKNOWN, f"{prefix}{said(c)}", c.get("lastTransitionTime"))
 
-    remembered = remembered or {}
-    tj = ev.trainjob
-    attempt = int(((ev.jobset or {}).get("status") or {}).get("restarts") or 0)
-    past = []
-    for index in range(attempt):
-        cause = remembered.get(index)
-        if cause is None:
-            restart = cond(ev.jobset, "RestartingJobSet")
-            words = _said(restart) if restart and index == attempt - 1 else ""
-            cause = _cause(
-                CauseKind.UNKNOWN,
-                f"JobSet {ev.name} restart attempt {index} ended before dispatch saw why"
-                + (f"; JobSet says {words}" if words else ""),
-                None,
-            )
-        past.append(_execution(index, ev, cause, ()))
 
-    def view(
-        phase: Phase,
-        state: str,
-        cause: Cause | None,
-        current: Cause | None = None,
-        node_causes: tuple[Cause, ...] = (),
-    ) -> ObjectView:
-        executions = [*past, _execution(attempt, ev, current, node_causes)]
-        return ObjectView(
-            object_id=tags.object_id(ev.namespace, ev.name),
-            job_id=ev.job_id,
-            submission=ev.submission,
-            phase=phase,
-            scheduler_state=state,
-            cause=cause,
-            executions=tuple(executions),
-            created_at=parse_time(((tj or {}).get("metadata") or {}).get("creationTimestamp")),
-        )
+def _trainjob_failed(f: Facts) -> Cause | None:
+    return _words(true(f.ev.trainjob, "Failed"), "TrainJob: ")
 
-    live = [p for p in ev.pods if not pod_terminal(p)]
-    lost = next((c for p in live if (c := node_problem(p, ev.nodes)) is not None), None)
-    if lost is None:
-        lost = next(
-            (c for p in live if (c := pod_cause(p)) is not None and c.kind is CauseKind.NODE_LOST),
-            None,
-        )
 
-    # Deletion: alive while any pod is; then ended, by dispatch's stop or by someone else.
-    if tj is None or (tj.get("metadata") or {}).get("deletionTimestamp"):
-        if live:
-            return view(Phase.RUNNING, "Terminating", lost, lost)
-        recorded = stop_cause(tj) if tj is not None else None
-        if recorded is not None:
-            return view(Phase.ENDED, "Deleted", recorded, recorded)
-        when = ((tj or {}).get("metadata") or {}).get("deletionTimestamp")
-        gone = _cause(
-            CauseKind.UNKNOWN,
-            f"TrainJob {ev.namespace}/{ev.name} was deleted"
-            + (f" at {when}" if when else "")
-            + " without a stop recorded by dispatch",
-            when,
-        )
-        return view(Phase.ENDED, "Deleted", gone, gone)
+def _workload_evicted(f: Facts) -> Cause | None:
+    return _words(_evicted(f), f"Kueue workload {name_of(f.ev.workload)}: Evicted ")
 
-    # Terminal conditions.
-    if (done := true(tj, "Complete")) is not None:
-        ok = _cause(
-            CauseKind.NONE,
-            _said(done),
-            done.get("lastTransitionTime"),
-            exit_code=0,
-            provenance=Provenance.APPLICATION,
-        )
-        return view(Phase.ENDED, "Complete", ok, ok)
-    if (failed := true(tj, "Failed")) is not None:
-        reason, at = failed.get("reason") or "", failed.get("lastTransitionTime")
-        node_causes: tuple[Cause, ...] = ()
-        if reason == "DeadlineExceeded":
-            cause = _cause(CauseKind.TIME_LIMIT, f"TrainJob: {_said(failed)}", at)
-        elif reason == "TrainingRuntimeNotSupported":
-            cause = _cause(CauseKind.LAUNCH_FAILED, f"TrainJob: {_said(failed)}", at)
-        elif reason in JOBSET_FAILURES:
-            found, node_causes = ending_of(ev, attempt)
-            cause = found or _cause(CauseKind.UNKNOWN, f"TrainJob: {_said(failed)}", at)
-        else:
-            cause = _cause(CauseKind.UNKNOWN, f"TrainJob: {_said(failed)}", at)
-        return view(Phase.ENDED, "Failed", cause, cause, node_causes)
 
-    # Suspension: dispatch's gate, Kueue's queueing, or someone else's hold.
-    annotations = (tj.get("metadata") or {}).get("annotations") or {}
-    if (tj.get("spec") or {}).get("suspend"):
-        if annotations.get(tags.GATE) == "closed":
-            return view(Phase.GATED, "Suspended", None)
-        wl = ev.workload
-        if wl is not None:
-            evicted = true(wl, "Evicted")
-            if evicted is not None:
-                reason = evicted.get("reason") or ""
-                words = f"Kueue workload {wl['metadata']['name']}: Evicted {_said(evicted)}"
-                at = evicted.get("lastTransitionTime")
-                if reason in KUEUE_REQUEUES:
-                    return view(
-                        Phase.PENDING, "Suspended", _cause(KUEUE_REQUEUES[reason], words, at)
-                    )
-                if reason.endswith("MaximumExecutionTimeExceeded"):
-                    limit = _cause(CauseKind.TIME_LIMIT, words, at)
-                    return view(Phase.ENDED, "Suspended", limit, limit)
-                if reason.startswith("Deactivated"):
-                    return view(Phase.HELD, "Suspended", _cause(CauseKind.HELD, words, at))
-                return view(Phase.PENDING, "Suspended", _cause(CauseKind.UNKNOWN, words, at))
-            reserved = cond(wl, "QuotaReserved")
-            if reserved is not None and reserved.get("status") == "False":
-                wl_name = wl["metadata"]["name"]
-                words = f"Kueue workload {wl_name}: QuotaReserved=False {_said(reserved)}"
-                return view(
-                    Phase.PENDING,
-                    "Queued",
-                    _cause(CauseKind.NO_CAPACITY, words, reserved.get("lastTransitionTime")),
-                )
-            return view(Phase.PENDING, "Queued", None)
-        if ((tj.get("metadata") or {}).get("labels") or {}).get(tags.KUEUE_QUEUE):
-            return view(Phase.PENDING, "Queued", None)
-        suspended = cond(tj, "Suspended")
-        words = f"TrainJob: {_said(suspended)}" if suspended else "TrainJob: spec.suspend=true"
-        return view(
-            Phase.HELD,
-            "Suspended",
-            _cause(CauseKind.HELD, words, (suspended or {}).get("lastTransitionTime")),
-        )
+def _quota(f: Facts) -> Cause | None:
+    words = f"Kueue workload {name_of(f.ev.workload)}: QuotaReserved=False "
+    return _words(cond(f.ev.workload, "QuotaReserved"), words)
 
-    # Alive: a lost node first (the case where running carries a cause).
-    if lost is not None:
-        return view(Phase.RUNNING, "Running", lost)
-    current, node_causes = ending_of(ev, attempt)
-    target = next(
-        (
-            t
-            for j in ev.jobs
-            if attempt_of(j) == attempt
-            and (t := true(j, "FailureTarget"))
-            and not true(j, "Failed")
-        ),
+
+def _complete(f: Facts) -> Cause | None:
+    done = true(f.ev.trainjob, "Complete")
+    if done is None:
+        return None
+    return make_cause(
+        K.NONE,
+        said(done),
+        done.get("lastTransitionTime"),
+        exit_code=0,
+        provenance=Provenance.APPLICATION,
+    )
+
+
+def _suspended(f: Facts) -> Cause:
+    c = cond(f.ev.trainjob, "Suspended")
+    words = f"TrainJob: {said(c)}" if c else "TrainJob: spec.suspend=true"
+    return make_cause(K.HELD, words, (c or {}).get("lastTransitionTime"))
+
+
+def _stuck(f: Facts) -> Cause | None:
+    if f.stuck is None:
+        return None
+    return make_cause(
+        K.UNKNOWN,
+        f"job: FailureTarget without Failed: {said(f.stuck)}",
+        f.stuck.get("lastTransitionTime"),
+    )
+
+
+def _restarts_unreadable(f: Facts) -> Cause:
+    return make_cause(
+        K.UNKNOWN,
+        f"JobSet {f.ev.name}: status.restarts={restarts_of(f.ev.jobset)!r} is not a restart "
+        f"count dispatch can read (0..{MAX_ATTEMPTS})",
         None,
     )
-    if target is not None and current is None:
-        stuck = _cause(
-            CauseKind.NODE_LOST,
-            f"job: FailureTarget without Failed: {_said(target)}",
-            target.get("lastTransitionTime"),
-        )
-        return view(Phase.RUNNING, "Running", stuck)
-    restarting = true(ev.jobset, "RestartingJobSet") is not None or any(
-        true(j, "Failed") for j in ev.jobs if attempt_of(j) == attempt
+
+
+SOURCES: Mapping[str, tuple[str, Callable[[Facts], Cause | None]]] = {
+    "restarts": ("the JobSet's restart count, verbatim", _restarts_unreadable),
+    "lost": (
+        "the lost node's `Ready` condition (or the pod's disruption), node named",
+        lambda f: f.lost,
+    ),
+    "stop": (f"the `{tags.STOP}` annotation: cancelled, by its actor", _stop),
+    "deleted": ('"TrainJob … was deleted without a stop recorded by dispatch"', _deleted),
+    "complete": ("the `Complete` condition's words, exit 0", _complete),
+    "trainjob-failed": (
+        "`TrainJob: Reason: message` of its `Failed` condition",
+        _trainjob_failed,
+    ),
+    "ending": ("the root cause of the current attempt's pods and Jobs", lambda f: f.ending[0]),
+    "evicted": (
+        "`Kueue workload W: Evicted Reason: message`",
+        _workload_evicted,
+    ),
+    "quota": (
+        "`Kueue workload W: QuotaReserved=False Reason: message`",
+        _quota,
+    ),
+    "suspended": ("the TrainJob's `Suspended` condition (or `spec.suspend=true`)", _suspended),
+    "failure-target": ("the Job's `FailureTarget` words", _stuck),
+    "cannot-start": (
+        "the waiting container's reason",
+        lambda f: next((c for c in f.pending if c.kind is K.LAUNCH_FAILED), None),
+    ),
+    "unschedulable": (
+        "the pod's `PodScheduled` words",
+        lambda f: f.pending[0] if f.pending else None,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    when: tuple[str, ...]
+    phase: Phase
+    state: str
+    cause: str | None
+    kind: CauseKind | None
+    execution: str  # "running", "cause" or "ending"
+    why: str
+    reasons: tuple[str, ...] = ()
+    tests: tuple[str, ...] = field(default=())
+
+    def matches(self, f: Facts) -> bool:
+        if not all(FACTS[name][1](f) for name in self.when):
+            return False
+        if not self.reasons:
+            return True
+        reason = f.reason(self.when[0])
+        return any(_reason_matches(p, reason) for p in self.reasons)
+
+
+def _reason_matches(pattern: str, reason: str) -> bool:
+    if pattern.endswith("*"):
+        return reason.startswith(pattern[:-1])
+    if pattern.startswith("*"):
+        return reason.endswith(pattern[1:])
+    return reason == pattern
+
+
+#: THE object table. Read top to bottom; the first row that matches decides.
+TABLE: tuple[Row, ...] = (
+    # -- deletion -----------------------------------------------------------------------
+    Row(("deleting", "live-pods"), R, "Terminating", "lost", None, "cause",
+        "deleting (or gone) while a pod still runs: alive, so the gate's fence waits (S-28); "
+        "node-lost if on a lost node",
+        tests=("test_deleting_object_with_live_pods_stays_alive",
+               "test_pods_left_by_a_vanished_trainjob_are_an_object_until_they_end")),
+    Row(("deleting", "stop-recorded"), E, "Deleted", "stop", None, "cause",
+        "deleted after dispatch's stop: cancelled (the stop's reason in detail)",
+        tests=("test_deleted_after_a_recorded_stop_carries_the_stop_cause",)),
+    Row(("deleting",), E, "Deleted", "deleted", None, "cause",
+        "deleted by someone else (kubectl delete): Kubernetes records no cancel",
+        tests=("test_deleted_without_a_recorded_stop_is_unknown",)),
+    # -- terminal conditions ------------------------------------------------------------
+    Row(("complete",), E, "Complete", "complete", None, "cause", "every Job completed",
+        tests=("test_complete_is_ended_none",)),
+    Row(("failed",), E, "Failed", "trainjob-failed", K.TIME_LIMIT, "cause",
+        "the TrainJob's activeDeadlineSeconds (Trainer ≥ 2.2)", reasons=("DeadlineExceeded",),
+        tests=("test_trainjob_deadline_is_time_limit",)),
+    Row(("failed",), E, "Failed", "trainjob-failed", K.LAUNCH_FAILED, "cause",
+        "the runtime cannot run it", reasons=("TrainingRuntimeNotSupported",),
+        tests=("test_runtime_not_supported_is_launch_failed",)),
+    Row(("failed", "pods-say-why"), E, "Failed", "ending", None, "ending",
+        "the JobSet failed; its Jobs and Pods say why (root cause: the earliest failing "
+        "pod, not those killed in its wake)", reasons=JOBSET_FAILURES,
+        tests=("test_root_cause_is_the_earliest_failing_pod_not_those_killed_after_it",
+               "test_job_deadline_is_time_limit_although_trainjob_says_failed_jobs",
+               "test_pod_failure_policy_exit_message_without_pods_is_non_zero_exit",
+               "test_pod_failure_policy_disruption_message_without_pods_is_preempted")),
+    Row(("failed",), E, "Failed", "trainjob-failed", K.UNKNOWN, "cause",
+        "failed and nothing left says why, or a reason this table does not know: the "
+        "TrainJob's words, never a guessed kind (S-4)",
+        tests=("test_failed_jobs_with_no_evidence_left_is_unknown_not_guessed",
+               "test_unmapped_trainjob_failure_reason_is_unknown_verbatim")),
+    Row(("restarts-unreadable",), R, "Unreadable", "restarts", None, "running",
+        "evidence dispatch cannot read: unknown, kept alive so no second execution starts "
+        "beside it (S-4)", tests=("test_restart_count_out_of_range_is_unknown_and_alive",)),
+    # -- suspension ---------------------------------------------------------------------
+    Row(("suspended", "gate-closed"), G, "Suspended", None, None, "running",
+        "dispatch's own gate, not yet opened",
+        tests=("test_suspended_by_dispatch_gate_is_gated_not_held",)),
+    Row(("evicted", "suspended"), P, "Suspended", "evicted", K.PREEMPTED, "running",
+        "Kueue preempted it and requeued it", reasons=("Preempted",),
+        tests=("test_kueue_eviction_by_preemption_is_pending_preempted",)),
+    Row(("evicted", "suspended"), P, "Suspended", "evicted", K.NODE_LOST, "running",
+        "Kueue evicted it for node failures and requeued it", reasons=("NodeFailures",),
+        tests=("test_kueue_eviction_for_node_failures_is_pending_node_lost",)),
+    Row(("evicted", "suspended"), E, "Suspended", "evicted", K.TIME_LIMIT, "cause",
+        "Kueue's maximum execution time", reasons=("*MaximumExecutionTimeExceeded",),
+        tests=("test_kueue_maximum_execution_time_is_time_limit",)),
+    Row(("evicted", "suspended"), H, "Suspended", "evicted", K.HELD, "running",
+        "its Workload was deactivated (spec.active=false)", reasons=("Deactivated*",),
+        tests=("test_kueue_deactivated_workload_is_held",)),
+    Row(("evicted", "suspended"), P, "Suspended", "evicted", K.UNKNOWN, "running",
+        "an eviction reason this table does not know"),
+    Row(("suspended", "workload", "quota-refused"), P, "Queued", "quota", K.NO_CAPACITY,
+        "running", "waiting for Kueue quota",
+        tests=("test_kueue_waiting_for_quota_is_pending_no_capacity",)),
+    Row(("suspended", "workload"), P, "Queued", None, None, "running", "admitted by Kueue soon"),
+    Row(("suspended", "queue-label"), P, "Queued", None, None, "running",
+        "queued to Kueue, no Workload yet"),
+    Row(("suspended",), H, "Suspended", "suspended", None, "running",
+        "suspended by someone else: held with their words",
+        tests=("test_suspended_by_someone_else_is_held_with_their_words",)),
+    # -- alive --------------------------------------------------------------------------
+    Row(("node-lost",), R, "Running", "lost", None, "running",
+        "running on a lost node (the node-loss window counts from here, S-26)",
+        tests=("test_pod_on_not_ready_node_is_running_node_lost",)),
+    Row(("failure-target-stuck", "no-ending"), R, "Running", "failure-target", K.NODE_LOST,
+        "running", "the 'FailureTarget forever' of a pod on a lost node whose pod is not seen",
+        tests=("test_failure_target_without_failed_and_no_pod_evidence_is_node_lost",)),
+    Row(("pods-say-why", "restarting"), P, "Restarting", None, None, "ending",
+        "the attempt failed and the JobSet restarts it: pending again; the execution ended "
+        "with its root cause (S-38)",
+        tests=("test_failed_attempt_awaiting_restart_is_pending_with_ended_execution",)),
+    Row(("pods-say-why",), R, "Running", None, None, "running",
+        "a pod failed and its Job has not acted yet"),
+    Row(("cannot-start",), P, "Pending", "cannot-start", None, "running",
+        "a container cannot start; a pending pod never fails its Job, so the launch window "
+        "bounds the wait (S-39)",
+        tests=("test_container_that_cannot_start_is_pending_launch_failed",)),
+    Row(("unschedulable",), P, "Pending", "unschedulable", None, "running",
+        "no node fits (no window: it waits)",
+        tests=("test_unschedulable_pod_is_pending_no_capacity",)),
+    Row(("pods-running",), R, "Running", None, None, "running", "running",
+        tests=("test_running_pods_are_running_without_cause",)),
+    Row((), P, "Created", None, None, "running", "created, no pod running yet",
+        tests=("test_created_without_pods_is_pending_without_cause",)),
+)  # fmt: skip
+
+
+def _execution(
+    index: int, ev: Evidence, cause: Cause | None, node_causes: tuple[Cause, ...]
+) -> Execution:
+    pods = ev.of_attempt("pods", index)
+    starts = [t for p in pods if (t := parse_time(status(p).get("startTime")))]
+    return Execution(
+        index=index,
+        started_at=min(starts) if starts else None,
+        ended_at=cause.at if cause is not None else None,
+        nodes=tuple(sorted({n for p in pods if (n := node_of(p))})),
+        cause=cause,
+        node_causes=node_causes if len(node_causes) > 1 else (),
     )
-    if current is not None and current.kind is not CauseKind.NONE and restarting:
-        return view(Phase.PENDING, "Restarting", None, current, node_causes)
-    if current is not None and current.kind is not CauseKind.NONE:
-        return view(Phase.RUNNING, "Running", None)
-    pending = [c for p in live if (c := pod_pending_cause(p)) is not None]
-    launch = next((c for c in pending if c.kind is CauseKind.LAUNCH_FAILED), None)
-    if launch is not None:
-        return view(Phase.PENDING, "Pending", launch)
-    if pending:
-        return view(Phase.PENDING, "Pending", pending[0])
-    if any(((p.get("status") or {}).get("phase")) == "Running" for p in live):
-        return view(Phase.RUNNING, "Running", None)
-    return view(Phase.PENDING, "Created", None)
 
 
-def past_endings(ev: Evidence) -> dict[int, Cause]:
-    """Endings of the current attempt worth remembering before a restart deletes them."""
-    attempt = int(((ev.jobset or {}).get("status") or {}).get("restarts") or 0)
-    cause, _ = ending_of(ev, attempt)
-    if cause is None or cause.kind is CauseKind.NONE:
-        return {}
-    return {attempt: cause}
-
-
-def group(
-    trainjobs: Iterable[Obj],
-    jobsets: Iterable[Obj],
-    jobs: Iterable[Obj],
-    pods: Iterable[Obj],
-    nodes: Iterable[Obj],
-    workloads: Iterable[Obj],
-    wanted: set[str],
-) -> list[Evidence]:
-    """Sort one listing of each kind into per-object evidence, for the wanted job ids.
-
-    Children are matched to their TrainJob by ``jobset.sigs.k8s.io/jobset-name`` (the
-    JobSet is named after the TrainJob). Children whose TrainJob is gone still form an
-    object, so pods left behind by a deletion keep the job alive (the gate's fence).
-    """
-    by_label = {tags.job_label(j): j for j in wanted}
-    node_map = {n["metadata"]["name"]: n for n in nodes}
-    evidence: dict[tuple[str, str], Evidence] = {}
-
-    def ident(obj: Obj) -> tuple[str, int] | None:
-        meta = obj.get("metadata") or {}
-        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-        job_id = annotations.get(tags.JOB_ID) or by_label.get(labels.get(tags.JOB, ""))
-        if job_id is None or job_id not in wanted or tags.job_label(job_id) != labels.get(tags.JOB):
-            return None
-        try:
-            return job_id, int(labels.get(tags.SUBMISSION, ""))
-        except ValueError:
-            return None
-
-    for tj in trainjobs:
-        found = ident(tj)
-        if found is None:
+def _past(ev: Evidence, attempt: int) -> list[Execution]:
+    """One execution per earlier restart attempt: the one recorded on the TrainJob, else
+    ``unknown`` with the JobSet's own words."""
+    recorded = recorded_executions(ev.trainjob)
+    past = []
+    for index in range(attempt):
+        if index in recorded:
+            past.append(recorded[index])
             continue
-        meta = tj["metadata"]
-        evidence[(meta.get("namespace", ""), meta["name"])] = Evidence(
-            job_id=found[0],
-            submission=found[1],
-            name=meta["name"],
-            namespace=meta.get("namespace", ""),
-            trainjob=tj,
+        restart = cond(ev.jobset, "RestartingJobSet")
+        words = said(restart) if restart and index == attempt - 1 else ""
+        cause = make_cause(
+            K.UNKNOWN,
+            f"JobSet {ev.name} restart attempt {index} ended before dispatch saw why"
+            + (f"; JobSet says {words}" if words else ""),
+            None,
         )
+        past.append(_execution(index, ev, cause, ()))
+    return past
 
-    def attach(obj: Obj) -> Evidence | None:
-        meta = obj.get("metadata") or {}
-        owner = (meta.get("labels") or {}).get(tags.JOBSET_NAME) or (
-            meta["name"] if obj.get("kind") == "JobSet" else None
+
+def match(f: Facts) -> int:
+    return next(i for i, row in enumerate(TABLE) if row.matches(f))
+
+
+def classify(ev: Evidence) -> ObjectView:
+    """The object as dispatch reports it, through :data:`TABLE`."""
+    return read(ev)[0]
+
+
+def read(ev: Evidence) -> tuple[ObjectView, dict[str, str]]:
+    """The object as dispatch reports it, and the annotations to write on its TrainJob
+    so the current restart attempt's ending outlives its pods (:func:`to_keep`)."""
+    f = Facts(ev)
+    row = TABLE[match(f)]
+    cause = SOURCES[row.cause][1](f) if row.cause else None
+    if cause is not None and row.kind is not None:
+        cause = cause.model_copy(update={"kind": row.kind})
+    attempt = f.attempt or 0
+    if row.execution == "ending":
+        current = _execution(attempt, ev, *f.ending)
+    else:
+        current = _execution(attempt, ev, cause if row.execution == "cause" else None, ())
+    view = ObjectView(
+        object_id=tags.object_id(ev.namespace, ev.name),
+        job_id=ev.job_id,
+        submission=ev.submission,
+        phase=row.phase,
+        scheduler_state=row.state,
+        cause=cause,
+        executions=(*_past(ev, attempt), current),
+        created_at=parse_time(f.tj_meta.get("creationTimestamp")),
+    )
+    return view, to_keep(f, view)
+
+
+def to_keep(f: Facts, view: ObjectView) -> dict[str, str]:
+    """The annotation that keeps the current restart attempt's execution once it failed
+    while the object lives on (a JobSet restart may come and delete its pods). Discovery
+    writes it on the TrainJob, once, so a fresh process reads the same executions as a
+    long-lived one (S-24, S-40): what is reported depends only on what the cluster shows."""
+    ev = f.ev
+    if ev.trainjob is None or f.tj_meta.get("deletionTimestamp") or not view.alive:
+        return {}
+    if f.attempt is None or not _failed_attempt(f):
+        return {}
+    key = f"{tags.ATTEMPT_PREFIX}{f.attempt}"
+    if key in annotations(ev.trainjob):
+        return {}
+    return {key: _execution(f.attempt, ev, *f.ending).model_dump_json()}
+
+
+def render_markdown() -> str:
+    """Both tables and the facts they read, as Markdown, for docs/mapping.md."""
+    lines = [
+        "### The object table (`classify.TABLE`)",
+        "",
+        "| # | when (all hold) | reason | phase | shown | cause from | kind | execution "
+        "| why | test |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i, row in enumerate(TABLE):
+        when = " + ".join(f"{n}" for n in row.when) or "otherwise"
+        reasons = ", ".join(f"`{r}`" for r in row.reasons) or "any"
+        source = row.cause or "—"
+        kind = f"`{row.kind.value}`" if row.kind else ("from the evidence" if row.cause else "—")
+        tests = ", ".join(f"`{t}`" for t in row.tests)
+        lines.append(
+            f"| {i} | {when} | {reasons} | {row.phase.value} | {row.state} | {source} | "
+            f"{kind} | {row.execution} | {row.why} | {tests} |"
         )
-        if owner is None:
-            return None
-        key = (meta.get("namespace", ""), owner)
-        if key not in evidence:
-            found = ident(obj)
-            if found is None:
-                return None
-            evidence[key] = Evidence(
-                job_id=found[0], submission=found[1], name=owner, namespace=key[0]
-            )
-        return evidence[key]
+    lines += ["", "Facts:", ""]
+    lines += [f"- `{name}`: {desc}" for name, (desc, _) in FACTS.items()]
+    lines += ["", "Cause sources:", ""]
+    lines += [f"- `{name}`: {desc}" for name, (desc, _) in SOURCES.items()]
+    lines += ["", "### The pod table (`endings.POD_TABLE`)", "", endings.render_markdown().rstrip()]
+    lines += ["", "Launch reasons: " + ", ".join(f"`{r}`" for r in sorted(endings.LAUNCH_REASONS))]
+    return "\n".join(lines) + "\n"
 
-    for js in jobsets:
-        if (ev := attach({**js, "kind": "JobSet"})) is not None:
-            ev.jobset = js
-    for job in jobs:
-        if (ev := attach(job)) is not None:
-            ev.jobs.append(job)
-    for pod in pods:
-        if (ev := attach(pod)) is not None:
-            ev.pods.append(pod)
-    uid_to_ev = {
-        ev.trainjob["metadata"]["uid"]: ev
-        for ev in evidence.values()
-        if ev.trainjob is not None and ev.trainjob["metadata"].get("uid")
-    }
-    for wl in workloads:
-        uid = ((wl.get("metadata") or {}).get("labels") or {}).get(tags.KUEUE_JOB_UID)
-        if uid in uid_to_ev:
-            uid_to_ev[uid].workload = wl
-    for ev in evidence.values():
-        ev.nodes = node_map
-    return list(evidence.values())
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")

@@ -17,6 +17,9 @@ JOB_ID = f"{DOMAIN}/job-id"
 GATE = f"{DOMAIN}/gate"
 QUEUE = f"{DOMAIN}/queue"
 STOP = f"{DOMAIN}/stop"
+#: ``dispatch.dev/attempt-N``: the ending of JobSet restart attempt N, kept on the TrainJob
+#: because the restart deletes the pods that showed it
+ATTEMPT_PREFIX = f"{DOMAIN}/attempt-"
 PATCH_MANAGER = f"{DOMAIN}/dispatch"
 
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"

@@ -107,6 +107,13 @@ def _json_patch(obj: Obj, ops: list[dict[str, Any]]) -> Obj:
     return result
 
 
+def _annotations_only(body: object) -> bool:
+    if not isinstance(body, dict) or set(body) != {"metadata"}:
+        return False
+    meta = body["metadata"]
+    return isinstance(meta, dict) and set(meta) == {"annotations"}
+
+
 class Emulator:
     """An emulated Kubeflow Trainer cluster on 127.0.0.1, with a driver to provoke endings."""
 
@@ -255,7 +262,10 @@ class Emulator:
                 if res is TRAINJOB and not where.status:
                     check_trainjob_update(self.store.raw(res, ns, name), body)
                 patched = self.store.patch(res, ns, name, body, status=where.status)
-                self.reconcile()
+                if not _annotations_only(body):
+                    # no controller acts on an annotation; reconciling here would let a
+                    # reader's bookkeeping write advance the cluster under the test
+                    self.reconcile()
                 return 200, patched
             if request.method == "DELETE" and name is not None:
                 options = request.body or {}

@@ -1,0 +1,271 @@
+"""The evidence chain of one TrainJob, read defensively from the API's plain dicts.
+
+Every reader here takes what the API server returned and never raises on a field that is
+missing, of the wrong type or out of range: a value it cannot read is treated as absent
+(a time) or reported as an ``unknown`` cause with the raw text (see
+:mod:`dispatch_kubeflow.classify`), because scheduler output is input (S-4, S-36).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dispatch.cause import Cause
+from dispatch.discovery import Execution
+from dispatch.enums import CauseKind, Provenance
+
+from dispatch_kubeflow import tags
+
+Obj = Mapping[str, Any]
+
+#: the label (and annotation) the Job controller puts on an Indexed Job's pods: for a
+#: Trainer node Job it is the node rank (PET_NODE_RANK)
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+#: JobSet restart attempts beyond this are not a count dispatch believes (JobSet's
+#: maxRestarts is an int32; a real training restarting this often is broken anyway), and
+#: listing one execution per attempt would not end
+MAX_ATTEMPTS = 1000
+
+
+def parse_time(value: object) -> datetime | None:
+    """An RFC 3339 time as the API writes it; None when absent, unreadable or without a
+    zone (a time dispatch cannot place is no time, not an error)."""
+    if not isinstance(value, str) or not value or len(value) > 64:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def mapping(value: object) -> Obj:
+    return value if isinstance(value, Mapping) else {}
+
+
+def meta(obj: Obj | None) -> Obj:
+    return mapping((obj or {}).get("metadata"))
+
+
+def labels(obj: Obj | None) -> Obj:
+    return mapping(meta(obj).get("labels"))
+
+
+def annotations(obj: Obj | None) -> Obj:
+    return mapping(meta(obj).get("annotations"))
+
+
+def status(obj: Obj | None) -> Obj:
+    return mapping((obj or {}).get("status"))
+
+
+def text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def name_of(obj: Obj | None) -> str:
+    return text(meta(obj).get("name"))
+
+
+def cond(obj: Obj | None, ctype: str) -> Obj | None:
+    conditions = status(obj).get("conditions")
+    for c in conditions if isinstance(conditions, list) else []:
+        if isinstance(c, Mapping) and c.get("type") == ctype:
+            return c
+    return None
+
+
+def true(obj: Obj | None, ctype: str) -> Obj | None:
+    c = cond(obj, ctype)
+    return c if c is not None and c.get("status") == "True" else None
+
+
+def said(c: Obj) -> str:
+    """A condition in its own words: ``Reason: message``."""
+    reason, message = text(c.get("reason")), text(c.get("message"))
+    return f"{reason}: {message}" if reason and message else reason or message
+
+
+def make_cause(
+    kind: CauseKind,
+    detail: str,
+    at: object,
+    *,
+    exit_code: int | None = None,
+    provenance: Provenance = Provenance.SCHEDULER,
+    nodes: tuple[str, ...] = (),
+    rank: int | None = None,
+) -> Cause:
+    return Cause(
+        kind=kind,
+        provenance=provenance,
+        detail=detail,
+        exit_code=exit_code,
+        at=parse_time(at),
+        nodes=nodes,
+        rank=rank,
+    )
+
+
+def small_int(value: object, low: int = 0, high: int = MAX_ATTEMPTS) -> int | None:
+    """An integer in [low, high] from an int or its decimal text; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        if not value.isascii() or not value.lstrip("-").isdigit() or len(value) > 12:
+            return None
+        value = int(value)
+    if isinstance(value, int) and low <= value <= high:
+        return value
+    return None
+
+
+def attempt_of(obj: Obj) -> int | None:
+    """The JobSet restart attempt a Job or Pod belongs to (label absent: attempt 0)."""
+    raw = labels(obj).get(tags.RESTART_ATTEMPT, "0")
+    return small_int(raw)
+
+
+def node_of(pod: Obj) -> str:
+    return text(mapping(pod.get("spec")).get("nodeName"))
+
+
+def rank_of(pod: Obj) -> int | None:
+    """The pod's node rank: its Indexed Job completion index (label, else annotation)."""
+    raw = labels(pod).get(COMPLETION_INDEX, annotations(pod).get(COMPLETION_INDEX))
+    return small_int(raw, 0, 1 << 20)
+
+
+def container_statuses(pod: Obj) -> list[Obj]:
+    found = status(pod).get("containerStatuses")
+    return [cs for cs in found if isinstance(cs, Mapping)] if isinstance(found, list) else []
+
+
+def pod_terminal(pod: Obj) -> bool:
+    return status(pod).get("phase") in ("Succeeded", "Failed")
+
+
+def restarts_of(jobset: Obj | None) -> object:
+    """The JobSet's ``status.restarts`` as written (0 when absent); checked by classify."""
+    return status(jobset).get("restarts") or 0
+
+
+@dataclass
+class Evidence:
+    """Everything the cluster shows about one submission's object."""
+
+    job_id: str
+    submission: int
+    name: str
+    namespace: str
+    trainjob: Obj | None = None
+    jobset: Obj | None = None
+    jobs: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    nodes: Mapping[str, Obj] = field(default_factory=dict)
+    workload: Obj | None = None
+
+    def of_attempt(self, kind: str, attempt: int) -> list[Obj]:
+        objs = self.jobs if kind == "jobs" else self.pods
+        return [o for o in objs if attempt_of(o) == attempt]
+
+
+def recorded_executions(tj: Obj | None) -> dict[int, Execution]:
+    """The endings of earlier JobSet restart attempts, as dispatch wrote them on the
+    TrainJob before the restart deleted their pods (annotation ``dispatch.dev/attempt-N``).
+    An unreadable one is skipped: the attempt is then reported as never seen."""
+    found: dict[int, Execution] = {}
+    for key, raw in annotations(tj).items():
+        if not isinstance(key, str) or not key.startswith(tags.ATTEMPT_PREFIX):
+            continue
+        index = small_int(key[len(tags.ATTEMPT_PREFIX) :])
+        if index is None or not isinstance(raw, str):
+            continue
+        try:
+            execution = Execution.model_validate(json.loads(raw))
+        except (ValueError, TypeError, RecursionError):
+            continue
+        if execution.index == index and execution.cause is not None:
+            found[index] = execution
+    return found
+
+
+def group(
+    trainjobs: Iterable[Obj],
+    jobsets: Iterable[Obj],
+    jobs: Iterable[Obj],
+    pods: Iterable[Obj],
+    nodes: Iterable[Obj],
+    workloads: Iterable[Obj],
+    wanted: set[str],
+) -> list[Evidence]:
+    """Sort one listing of each kind into per-object evidence, for the wanted job ids.
+
+    Children are matched to their TrainJob by ``jobset.sigs.k8s.io/jobset-name`` (the
+    JobSet is named after the TrainJob). Children whose TrainJob is gone still form an
+    object, so pods left behind by a deletion keep the job alive (the gate's fence). An
+    object whose tags do not name a wanted job and a positive submission is not ours.
+    """
+    by_label = {tags.job_label(j): j for j in wanted}
+    node_map = {name: n for n in nodes if (name := name_of(n))}
+    evidence: dict[tuple[str, str], Evidence] = {}
+
+    def ident(obj: Obj) -> tuple[str, int] | None:
+        job_label = labels(obj).get(tags.JOB)
+        job_id = annotations(obj).get(tags.JOB_ID) or by_label.get(text(job_label))
+        if not isinstance(job_id, str) or job_id not in wanted:
+            return None
+        if tags.job_label(job_id) != job_label:
+            return None
+        submission = small_int(labels(obj).get(tags.SUBMISSION), 1, 1 << 31)
+        return None if submission is None else (job_id, submission)
+
+    for tj in trainjobs:
+        found = ident(tj)
+        name = name_of(tj)
+        if found is None or not name:
+            continue
+        namespace = text(meta(tj).get("namespace"))
+        evidence[(namespace, name)] = Evidence(
+            job_id=found[0], submission=found[1], name=name, namespace=namespace, trainjob=tj
+        )
+
+    def attach(obj: Obj, is_jobset: bool = False) -> Evidence | None:
+        owner = text(labels(obj).get(tags.JOBSET_NAME)) or (name_of(obj) if is_jobset else "")
+        if not owner:
+            return None
+        key = (text(meta(obj).get("namespace")), owner)
+        if key not in evidence:
+            found = ident(obj)
+            if found is None:
+                return None
+            evidence[key] = Evidence(
+                job_id=found[0], submission=found[1], name=owner, namespace=key[0]
+            )
+        return evidence[key]
+
+    for js in jobsets:
+        if (ev := attach(js, is_jobset=True)) is not None:
+            ev.jobset = js
+    for job in jobs:
+        if (ev := attach(job)) is not None:
+            ev.jobs.append(job)
+    for pod in pods:
+        if (ev := attach(pod)) is not None:
+            ev.pods.append(pod)
+    uid_to_ev = {
+        uid: ev
+        for ev in evidence.values()
+        if ev.trainjob is not None and (uid := text(meta(ev.trainjob).get("uid")))
+    }
+    for wl in workloads:
+        uid = text(labels(wl).get(tags.KUEUE_JOB_UID))
+        if uid in uid_to_ev:
+            uid_to_ev[uid].workload = wl
+    for ev in evidence.values():
+        ev.nodes = node_map
+    return list(evidence.values())
