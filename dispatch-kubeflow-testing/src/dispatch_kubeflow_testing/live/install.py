@@ -1,0 +1,196 @@
+"""Install what the controllers need on the fresh API server, from the modules' own
+manifests (run by ``start-kube.sh``; idempotent: every object is created or replaced).
+
+``base``: the JobSet and Trainer CRDs (waited until Established), the KWOK nodes and the
+PriorityClasses the preemption scenario uses. ``webhooks``: the controllers' webhook
+configurations, rewritten from ``service:`` to ``url: https://127.0.0.1:PORT/...`` with
+the script's CA bundle (their own cert management is off), then the training runtimes
+(which go through the Trainer's validating webhook). ``ready``: exit 0 once the nodes are
+Ready and the default ServiceAccount exists (pods are refused before it does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from dispatch_kubeflow_testing.live.kubeapi import ApiError, KubeApi, Obj
+else:
+    from dispatch_kubeflow_testing.live.kubeapi import ApiError, KubeApi, Obj
+
+NODE_PREFIX = "kwok-node-"
+MANAGED = ("dispatch.dev/kwok", "managed")
+GPUS_PER_NODE = 8
+PRIORITY_CLASSES = {"dispatch-low": 100, "dispatch-high": 1_000_000}
+
+
+def documents(path: Path) -> list[Obj]:
+    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    out: list[Obj] = []
+    for file in files:
+        if file.name == "kustomization.yaml":
+            continue
+        out.extend(d for d in yaml.safe_load_all(file.read_text()) if d)
+    return out
+
+
+def node(index: int) -> Obj:
+    name = f"{NODE_PREFIX}{index}"
+    resources = {
+        "cpu": "32",
+        "memory": "256Gi",
+        "pods": "110",
+        "nvidia.com/gpu": str(GPUS_PER_NODE),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                MANAGED[0]: MANAGED[1],
+            },
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "status": {"allocatable": resources, "capacity": resources},
+    }
+
+
+def install_base(api: KubeApi, crd_dirs: list[Path], nodes: int) -> None:
+    names = []
+    for directory in crd_dirs:
+        for crd in documents(directory):
+            api.apply(crd)
+            names.append(crd["metadata"]["name"])
+            print(f"crd {crd['metadata']['name']}")
+    for name in names:
+        api.wait(
+            f"CRD {name} Established",
+            lambda name=name: any(
+                c["type"] == "Established" and c["status"] == "True"
+                for c in api.get("CustomResourceDefinition", name)
+                .get("status", {})
+                .get("conditions", [])
+            ),
+        )
+    for index in range(nodes):
+        try:
+            api.create(node(index))
+            print(f"node {NODE_PREFIX}{index}")
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            api.merge_patch(
+                "Node", f"{NODE_PREFIX}{index}", {"metadata": {"labels": {MANAGED[0]: MANAGED[1]}}}
+            )
+    for name, value in PRIORITY_CLASSES.items():
+        api.apply(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+                "preemptionPolicy": "PreemptLowerPriority",
+                "description": "dispatch live tier",
+            }
+        )
+
+
+def rewrite_webhooks(doc: Obj, prefix: str, url: str, ca_bundle: str) -> Obj:
+    doc = {**doc, "metadata": {"name": f"{prefix}-{doc['metadata']['name']}"}}
+    hooks = []
+    for hook in doc.get("webhooks") or []:
+        path = hook["clientConfig"]["service"]["path"]
+        hooks.append({**hook, "clientConfig": {"url": url + path, "caBundle": ca_bundle}})
+    doc["webhooks"] = hooks
+    return doc
+
+
+def install_webhooks(
+    api: KubeApi, ca: Path, hooks: list[tuple[str, Path, str]], runtimes: list[Path]
+) -> None:
+    ca_bundle = base64.b64encode(ca.read_bytes()).decode()
+    for prefix, manifest, url in hooks:
+        for doc in documents(manifest):
+            api.apply(rewrite_webhooks(doc, prefix, url, ca_bundle))
+            print(f"{doc['kind']} {prefix}-{doc['metadata']['name']} -> {url}")
+    for path in runtimes:
+        for doc in documents(path):
+            # the webhook server may still be settling: retry what it refuses to answer
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    api.apply(doc)
+                    break
+                except ApiError as exc:
+                    if exc.status < 500 or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            print(f"{doc['kind']} {doc['metadata']['name']}")
+
+
+def ready(api: KubeApi, nodes: int) -> bool:
+    ok = [
+        n
+        for n in api.list("Node")
+        if n["metadata"]["name"].startswith(NODE_PREFIX)
+        and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in n["status"].get("conditions", [])
+        )
+    ]
+    if len(ok) < nodes:
+        return False
+    api.get("ServiceAccount", "default", "default")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="install.py")
+    parser.add_argument("--kubeconfig", required=True)
+    sub = parser.add_subparsers(dest="command", required=True)
+    base = sub.add_parser("base")
+    base.add_argument("--crds", nargs="+", type=Path, required=True)
+    base.add_argument("--nodes", type=int, default=4)
+    hooks = sub.add_parser("webhooks")
+    hooks.add_argument("--ca", type=Path, required=True)
+    hooks.add_argument("--jobset", nargs=2, metavar=("MANIFEST", "URL"), required=True)
+    hooks.add_argument("--trainer", nargs=2, metavar=("MANIFEST", "URL"), required=True)
+    hooks.add_argument("--runtimes", nargs="+", type=Path, default=[])
+    check = sub.add_parser("ready")
+    check.add_argument("--nodes", type=int, default=4)
+    args = parser.parse_args(argv)
+    api = KubeApi.from_kubeconfig(args.kubeconfig)
+    if args.command == "base":
+        install_base(api, args.crds, args.nodes)
+    elif args.command == "webhooks":
+        install_webhooks(
+            api,
+            args.ca,
+            [
+                ("jobset", Path(args.jobset[0]), args.jobset[1]),
+                ("kubeflow-trainer", Path(args.trainer[0]), args.trainer[1]),
+            ],
+            args.runtimes,
+        )
+    else:
+        try:
+            return 0 if ready(api, args.nodes) else 1
+        except (ApiError, OSError):
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
