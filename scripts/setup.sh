@@ -2,7 +2,7 @@
 # setup.sh: everything dispatch's tests and demo need, on a fresh Debian 12 machine.
 # Idempotent; safe to run again.
 #
-#   bash scripts/setup.sh            .venv with the four distributions (editable) + test tools
+#   bash scripts/setup.sh            .venv with every distribution (editable) + test tools
 #   bash scripts/setup.sh services   also, as root: PostgreSQL and a single-host Slurm
 #                                    (munge, MariaDB, slurmdbd, slurmctld, slurmd), started
 #
@@ -19,9 +19,10 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-say "installing the four distributions (editable) and the test tools"
+say "installing the distributions (editable) and the test tools"
 "$VENV/bin/python" -m pip install -q \
     -e "./dispatch-core[postgres]" -e ./dispatch-testing -e ./dispatch-slurm -e ./dispatch-kubeflow \
+    -e ./dispatch-slurm-testing -e ./dispatch-kubeflow-testing \
     -e ./examples/dispatch-example \
     pytest hypothesis ruff mypy build
 

@@ -7,6 +7,13 @@ cd "$here"
 bash scripts/setup.sh services
 export DISPATCH_TEST_POSTGRES=${DISPATCH_TEST_POSTGRES:-$(cat .venv/postgres-dsn)}
 .venv/bin/ruff check .
+# mypy --strict on every distribution's source, not only the core (issue 9)
+for src in dispatch-core/src/dispatch dispatch-slurm/src/dispatch_slurm \
+    dispatch-kubeflow/src/dispatch_kubeflow dispatch-testing/src/dispatch_testing \
+    dispatch-slurm-testing/src/dispatch_slurm_testing \
+    dispatch-kubeflow-testing/src/dispatch_kubeflow_testing; do
+    .venv/bin/mypy --strict --no-error-summary "$src"
+done
 .venv/bin/python -m pytest "$@"
 if [ $# -eq 0 ]; then
     # the conformance kit's live tier against the real Slurm started above (issue 5)
