@@ -1,6 +1,10 @@
 """Each distribution builds its own wheel and installs alone (S-31): dispatch-core with no
 adapter, and dispatch-core + dispatch-slurm without the Kubernetes client. Real wheels,
-real clean virtual environments; dependencies come from the package index."""
+real clean virtual environments; dependencies come from the package index.
+
+The product wheels (core and the two adapters) carry no test infrastructure (issue 9): the
+emulator, the kit harnesses, the scenario drivers and the crash hook live in the test
+distributions, and installing the kit adds no production backend."""
 
 from __future__ import annotations
 
@@ -13,6 +17,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
+PRODUCT = ("dispatch-core", "dispatch-slurm", "dispatch-kubeflow")
+TEST_ONLY = ("dispatch-testing", "dispatch-slurm-testing", "dispatch-kubeflow-testing")
+#: what only tests need: a module path part, or a word in a module's text
+TEST_MODULES = ("emulator", "harness", "provoke")
+TEST_WORDS = ("DISPATCH_CRASH_AT",)
 
 
 def _run(*args: str | Path, cwd: Path | None = None) -> str:
@@ -27,7 +36,7 @@ def _run(*args: str | Path, cwd: Path | None = None) -> str:
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("wheels")
     built = {}
-    for dist in ("dispatch-core", "dispatch-slurm", "dispatch-kubeflow", "dispatch-testing"):
+    for dist in (*PRODUCT, *TEST_ONLY):
         # setuptools builds in the source tree and never deletes from build/: start clean,
         # or a module removed from src/ would still ship
         shutil.rmtree(ROOT / dist / "build", ignore_errors=True)
@@ -100,6 +109,46 @@ def test_core_and_kubeflow_and_the_kit(wheels: dict[str, Path], tmp_path: Path) 
         wheels["dispatch-testing"],
     )
     seen = _probe(env)
-    assert seen["names"] == ["kubeflow", "local", "simulated"]
+    assert seen["names"] == ["kubeflow", "local"]
     assert seen["mods"]["kubernetes"] and not seen["mods"]["dispatch_slurm"]  # type: ignore[index]
+    _run(env / "bin" / "dispatch-conformance", "--help")
+
+
+@pytest.mark.parametrize("dist", PRODUCT)
+def test_product_wheels_hold_no_test_infrastructure(wheels: dict[str, Path], dist: str) -> None:
+    """Issue 9: what a production user installs has no emulator, harness, scenario driver
+    or fault hook in it."""
+    import zipfile
+
+    with zipfile.ZipFile(wheels[dist]) as wheel:
+        modules = [n for n in wheel.namelist() if n.endswith(".py")]
+        found = [n for n in modules if any(part in n for part in TEST_MODULES)]
+        assert not found, f"{dist} ships test infrastructure: {found}"
+        for name in modules:
+            text = wheel.read(name).decode()
+            words = [w for w in TEST_WORDS if w in text]
+            assert not words, f"{dist}: {name} holds {words}"
+
+
+def test_the_kit_alone_adds_no_backend_and_the_slurm_kit_runs_from_its_wheel(
+    wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 9: `pip install dispatch-testing` registers no `simulated` backend unasked, and
+    the Slurm harness finds its start script inside its own wheel (not in a checkout)."""
+    env = _fresh(
+        tmp_path,
+        "kits",
+        wheels["dispatch-core"],
+        wheels["dispatch-testing"],
+        wheels["dispatch-slurm"],
+        wheels["dispatch-slurm-testing"],
+    )
+    assert _probe(env)["names"] == ["local", "slurm"]
+    script = _run(
+        env / "bin" / "python",
+        "-c",
+        "import importlib.resources as r; "
+        "print(r.files('dispatch_slurm_testing').joinpath('start-slurm.sh').is_file())",
+    )
+    assert script.strip() == "True"
     _run(env / "bin" / "dispatch-conformance", "--help")
