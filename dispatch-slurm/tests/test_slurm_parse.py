@@ -89,7 +89,9 @@ def test_sbatch_argv_is_a_list_with_every_resource_and_option_S30() -> None:
                      "--partition=gpu", "--account=ml", "--qos=high", "--constraint=a100",
                      "--chdir=/scratch/run", "--exclusive", "--mail-type=NONE"):
         assert expected in argv
-    assert argv[-5:] == ["/tmp/s.sh", "python", "train.py", "--lr", "0.1; rm -rf /"]
+    assert argv[-7:-5] == ["/tmp/s.sh", "tasks"]
+    assert argv[-5].endswith("/job-job-1/submission-3")  # the submission's log directory
+    assert argv[-4:] == ["python", "train.py", "--lr", "0.1; rm -rf /"]
 
 
 def test_sbatch_argv_defaults_to_no_requeue_S9() -> None:

@@ -80,3 +80,24 @@ def nodes() -> list[str]:
     if done.returncode != 0:
         return []
     return list(dict.fromkeys(done.stdout.split()))
+
+
+def _node_command(*args: str, timeout: float) -> str:
+    done = subprocess.run(["bash", str(start_script()), *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise ClusterError(f"start-slurm.sh {' '.join(args)} failed ({done.returncode}): "
+                           f"{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def lose_node(node: str, how: str = "kill") -> str:
+    """Lose ``node`` for real: ``kill`` SIGKILLs its slurmd and every process in its
+    cgroups (their sockets close at once); ``freeze`` stops them all (sockets stay open,
+    like a node that lost power). Slurm declares it DOWN after SlurmdTimeout."""
+    return _node_command("lose", node, how, timeout=60)
+
+
+def restore_node(node: str) -> str:
+    """Kill what is left on ``node``, start its slurmd again, wait until it is usable."""
+    return _node_command("restore", node, timeout=180)

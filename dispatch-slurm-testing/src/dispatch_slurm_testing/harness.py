@@ -214,7 +214,7 @@ class SlurmHarness(Harness):
             oid = p.long(job_id, partition="low", requeue="no")
             p.wait_state(oid, {"RUNNING"})
             time.sleep(3)  # srun launches its step through slurmd: let it
-            p.kill_slurmd()
+            p.lose(oid)
             self._restorer = threading.Thread(target=self._restore_after, args=(p, oid),
                                               daemon=True)
             self._restorer.start()
@@ -222,7 +222,7 @@ class SlurmHarness(Harness):
         raise NotProvokable(f"no way to provoke {scenario} on Slurm")
 
     def _restore_after(self, p: Provoker, object_id: str) -> None:
-        """Bring slurmd back once Slurm declared the node failed (or after 2 minutes)."""
+        """Bring the node back once Slurm declared it failed (or after 2 minutes)."""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -232,7 +232,7 @@ class SlurmHarness(Harness):
                 pass
             time.sleep(1)
         time.sleep(2)
-        p.restore_node()
+        p.restore_nodes()
 
     def _wait_restored(self) -> None:
         if self._restorer is not None:

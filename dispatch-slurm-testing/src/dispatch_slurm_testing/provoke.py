@@ -13,7 +13,6 @@ through the start script.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from datetime import timedelta
 from dispatch import CauseKind, Discovery, JobSpec, ObjectView, Resources, SubmitRefused
 from dispatch_slurm.runner import Runner
 
-from dispatch_slurm_testing.cluster import STATE_DIR, memory_enforcement, start
+from dispatch_slurm_testing.cluster import lose_node, memory_enforcement, restore_node
 
 Submit = Callable[[str, int, JobSpec, bool], str]
 
@@ -43,12 +42,12 @@ class Provocation:
     helpers: list[str] = field(default_factory=list)
 
 
-def node_name() -> str:
+def node_names() -> list[str]:
     out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
                          timeout=30, check=False).stdout.split()
     if not out:
         raise CannotProvoke("sinfo lists no node")
-    return out[0]
+    return list(dict.fromkeys(out))
 
 
 def node_cpus() -> int:
@@ -70,6 +69,7 @@ class Provoker:
         self.workdir = workdir
         self.partition = partition
         self.helpers: list[str] = []
+        self.lost: list[str] = []
         self.oob = Runner()  # out-of-band: never counted as the adapter's calls
 
     # -- building blocks ----------------------------------------------------------------
@@ -208,8 +208,8 @@ class Provoker:
         for oid in victims.values():
             self.wait_state(oid, {"RUNNING"})
         cpus = node_cpus()
-        return self.sbatch_helper("--partition=high", f"--cpus-per-task={cpus}",
-                                  f"--wrap=sleep {rerun_seconds}")
+        return self.sbatch_helper("--partition=high", f"--nodes={len(node_names())}",
+                                  f"--cpus-per-task={cpus}", f"--wrap=sleep {rerun_seconds}")
 
     def requeue(self, object_id: str) -> None:
         self.wait_state(object_id, {"RUNNING"})
@@ -217,16 +217,26 @@ class Provoker:
         if not out.ok:
             raise CannotProvoke(f"scontrol requeue {object_id}: {out.words()}")
 
-    def kill_slurmd(self) -> None:
-        pidfile = STATE_DIR / "slurmd.pid"
-        if not pidfile.exists():
-            raise CannotProvoke(f"{pidfile} missing: is this the start script's cluster?")
-        pid = int(pidfile.read_text().strip())
-        os.kill(pid, 9)
+    def nodes_of(self, object_id: str) -> list[str]:
+        """The nodes the job runs on, in Slurm's order (the first is the batch node)."""
+        listed = self.oob.run(["squeue", "-h", "-j", object_id, "-o", "%N"]).stdout.strip()
+        if not listed:
+            raise CannotProvoke(f"job {object_id} runs on no node")
+        shown = self.oob.run(["scontrol", "show", "hostnames", listed])
+        return shown.stdout.split()
 
-    def restore_node(self) -> None:
-        """Restart slurmd through the start script and bring the node back to service."""
-        start(timeout=180)
+    def lose(self, object_id: str, which: int = -1, how: str = "kill") -> str:
+        """Lose one node of a running job for real (default: its last, a non-batch node
+        when it has several); returns the node's name."""
+        node = self.nodes_of(object_id)[which]
+        lose_node(node, how)
+        self.lost.append(node)
+        return node
+
+    def restore_nodes(self) -> None:
+        """Bring back every node this provoker lost."""
+        while self.lost:
+            restore_node(self.lost.pop())
 
     def cleanup(self, object_ids: list[str]) -> None:
         ids = [o for o in object_ids if o]

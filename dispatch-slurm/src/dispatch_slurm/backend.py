@@ -15,7 +15,15 @@ DISPATCH_SLURM_UNKNOWN_WINDOW       3600       the same for a pending reason map
                                                (DependencyNeverSatisfied, reasons not in the table)
 DISPATCH_SLURM_TIMEOUT              30         seconds any one Slurm command may take
 DISPATCH_SLURM_SACCT_SINCE          now-30days how far back sacct looks (``sacct -S``)
+DISPATCH_SLURM_LOG_DIR              see below  where each submission's output goes
+                                               (default ~/.local/share/dispatch/slurm-logs;
+                                               every node must reach it)
 ==================================  =========  ==================================================
+
+A command runs through the launch wrapper of :mod:`dispatch_slurm.launch` (one srun step
+per node, the torch.distributed contract, first failure ends the job, output appended per
+node and rank); a ``script`` runs as the batch script itself, with DISPATCH_JOB_ID and
+DISPATCH_SUBMISSION in its environment.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import math
 import os
 import shlex
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -38,12 +46,22 @@ from dispatch import (
     Discovery,
     DispatchError,
     JobSpec,
+    Launcher,
     SubmitRefused,
     hookimpl,
 )
 
+from dispatch_slurm.attribute import attribution_queries
+from dispatch_slurm.launch import WRAPPER, job_environment, log_dir
+from dispatch_slurm.logs import read_logs
 from dispatch_slurm.observe import build_objects, running_any
-from dispatch_slurm.parse import SACCT_FIELDS, SQUEUE_FIELDS, parse_sinfo_nodes
+from dispatch_slurm.parse import (
+    EVENT_FIELDS,
+    SACCT_FIELDS,
+    SQUEUE_FIELDS,
+    STEP_FIELDS,
+    parse_sinfo_nodes,
+)
 from dispatch_slurm.runner import Result, Runner
 from dispatch_slurm.tags import Tag, job_name, parse_comment
 
@@ -55,17 +73,17 @@ OPTIONS = {
     "qos": "quality of service (sbatch --qos)",
     "constraint": "node features required (sbatch --constraint)",
     "reservation": "reservation to run in (sbatch --reservation)",
-    "output": "stdout path pattern (sbatch --output), default slurm-%j.out in the workdir",
-    "error": "stderr path pattern (sbatch --error)",
+    "output": "the batch script's stdout path pattern (sbatch --output), default batch.out "
+    "in the submission's log directory (DISPATCH_SLURM_LOG_DIR)",
+    "error": "the batch script's stderr path pattern (sbatch --error)",
     "requeue": "yes|no: let Slurm requeue the job itself (sbatch --requeue); default yes "
     "when the policy has a requeue rule (Slurm then enforces it), else no",
     "sbatch_args": "more sbatch options, split like a shell would (never run by a shell)",
 }
 #: options dispatch sets itself; an sbatch_args that tries to set them is refused
 _RESERVED = ("-J", "--job-name", "--comment", "-H", "--hold", "--parsable", "--requeue",
-             "--no-requeue", "--wrap", "-D", "--chdir", "--export")
-#: what a batch script runs for a command: every task of every node, no shell in between
-_COMMAND_WRAPPER = '#!/bin/sh\nexec srun "$@"\n'
+             "--no-requeue", "--wrap", "-D", "--chdir", "--export", "--open-mode", "-x",
+             "--exclude")
 
 
 class SlurmCommandFailed(DispatchError):
@@ -102,28 +120,58 @@ def declarations() -> Declarations:
              CauseKind.UNKNOWN}
         ),
         capabilities=frozenset(
-            {Capability.GATING, Capability.TIME_LIMIT, Capability.MULTI_NODE, Capability.GPUS}
+            {Capability.GATING, Capability.TIME_LIMIT, Capability.MULTI_NODE, Capability.GPUS,
+             Capability.EXCLUDE_NODES, Capability.LOGS}
         ),
         max_discovery_batch=1000,
         options=dict(OPTIONS),
     )
 
 
-def sbatch_argv(job_id: str, submission: int, spec: JobSpec, gated: bool,
-                script_path: str) -> list[str]:
-    """The sbatch argument list for one submission (no shell anywhere)."""
+def validate(spec: JobSpec, job_id: str = "") -> None:
+    """Refuse what sbatch would be asked wrongly, before anything runs (no Slurm call)."""
+    where = f"job {job_id!r}: " if job_id else ""
     unknown = sorted(set(spec.options) - set(OPTIONS))
     if unknown:
         raise BadInput(
-            f"job {job_id!r}: unknown slurm option(s) {', '.join(unknown)}; "
-            f"known: {', '.join(OPTIONS)}"
+            f"{where}unknown slurm option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}"
         )
+    requeue = spec.options.get("requeue", "no").lower()
+    if requeue not in ("yes", "no"):
+        raise BadInput(f"{where}option requeue={spec.options['requeue']!r}: expected yes or no")
+    if spec.script is not None and spec.launcher is Launcher.TORCHRUN:
+        raise BadInput(f"{where}--launcher torchrun starts a command on every node; a --script "
+                       "is the batch script itself and starts its own steps")
+    for node in spec.exclude_nodes:
+        if not node or any(c in node for c in ",[] \t\n"):
+            raise BadInput(f"{where}exclude node {node!r}: expected one Slurm node name")
+    _extra_words(spec, where)
+
+
+def _extra_words(spec: JobSpec, where: str) -> list[str]:
+    extra = spec.options.get("sbatch_args", "")
+    if not extra:
+        return []
+    try:
+        words = shlex.split(extra)
+    except ValueError as exc:
+        raise BadInput(f"{where}option sbatch_args={extra!r}: {exc}") from None
+    for word in words:
+        flag = word.split("=", 1)[0]
+        if flag in _RESERVED:
+            raise BadInput(f"{where}option sbatch_args may not set {flag}: dispatch sets it")
+    return words
+
+
+def sbatch_argv(job_id: str, submission: int, spec: JobSpec, gated: bool,
+                script_path: str) -> list[str]:
+    """The sbatch argument list for one submission (no shell anywhere)."""
+    validate(spec, job_id)
     tag = Tag(job_id=job_id, submission=submission, gated=gated)
+    logs = log_dir(job_id, submission)
     argv = ["sbatch", "--parsable", f"--job-name={job_name(job_id)}", f"--comment={tag.comment()}"]
     default = "yes" if Action.REQUEUE in spec.native_actions else "no"
     requeue = spec.options.get("requeue", default).lower()
-    if requeue not in ("yes", "no"):
-        raise BadInput(f"job {job_id!r}: option requeue={requeue!r}: expected yes or no")
     argv.append("--requeue" if requeue == "yes" else "--no-requeue")
     if gated:
         argv.append("--hold")
@@ -138,26 +186,21 @@ def sbatch_argv(job_id: str, submission: int, spec: JobSpec, gated: bool,
     if r.time_limit is not None:
         minutes = max(1, math.ceil(r.time_limit.total_seconds() / 60))
         argv.append(f"--time={minutes}")
+    if spec.exclude_nodes:
+        argv.append(f"--exclude={','.join(sorted(spec.exclude_nodes))}")
+    # a requeued execution appends to what the earlier one printed (S-46)
+    argv.append("--open-mode=append")
+    if not spec.options.get("output"):
+        argv.append(f"--output={logs / 'batch.out'}")
     for key in ("partition", "account", "qos", "constraint", "reservation", "output", "error"):
         if spec.options.get(key):
             argv.append(f"--{key}={spec.options[key]}")
     if spec.workdir:
         argv.append(f"--chdir={spec.workdir}")
-    extra = spec.options.get("sbatch_args", "")
-    if extra:
-        try:
-            words = shlex.split(extra)
-        except ValueError as exc:
-            raise BadInput(f"job {job_id!r}: option sbatch_args={extra!r}: {exc}") from None
-        for word in words:
-            flag = word.split("=", 1)[0]
-            if flag in _RESERVED:
-                raise BadInput(
-                    f"job {job_id!r}: option sbatch_args may not set {flag}: dispatch sets it"
-                )
-        argv += words
+    argv += _extra_words(spec, f"job {job_id!r}: ")
     argv.append(script_path)
-    argv += list(spec.command)
+    if spec.script is None:
+        argv += [spec.launcher.value, str(logs), *spec.command]
     return argv
 
 
@@ -176,15 +219,26 @@ class SlurmBackend:
     # -- submit -------------------------------------------------------------------------
 
     @hookimpl
+    def dispatch_validate(self, spec: JobSpec) -> None:
+        validate(spec)
+
+    @hookimpl
+    def dispatch_render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        argv = sbatch_argv(job_id, submission, spec, gated, "<batch script below>")
+        return (f"{shlex.join(argv)}\n--- batch script ---\n{_body(spec)}")
+
+    @hookimpl
     def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
-        body = spec.script if spec.script is not None else _COMMAND_WRAPPER
         with tempfile.NamedTemporaryFile("w", prefix="dispatch-slurm-", suffix=".sh",
                                          delete=False) as handle:
-            handle.write(body)
+            handle.write(_body(spec))
             path = handle.name
         try:
             argv = sbatch_argv(job_id, submission, spec, gated, path)
-            result = self.runner.run(argv, env=spec.env or None)
+            # Slurm cannot start a job whose output directory is missing
+            log_dir(job_id, submission).mkdir(parents=True, exist_ok=True, mode=0o700)
+            result = self.runner.run(argv, env=job_environment(job_id, submission, spec.env),
+                                     inherit_env=False)
         finally:
             os.unlink(path)
         if not result.ok:
@@ -221,8 +275,26 @@ class SlurmBackend:
         if running_any(squeue.stdout):
             sinfo = self._checked(self.runner.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"]))
             nodes = parse_sinfo_nodes(sinfo.stdout)
-        objects = build_objects(squeue.stdout, sacct.stdout, nodes, set(wanted), at)
+        steps_text = events_text = ""
+        queries = attribution_queries(squeue.stdout, sacct.stdout, set(wanted))
+        if queries.steps_of:
+            steps_text = self._checked(self.runner.run(
+                ["sacct", "-P", "-n", "-D", "--allusers", "-j", ",".join(queries.steps_of),
+                 "-o", ",".join(STEP_FIELDS)])).stdout
+        if queries.events_nodes:
+            events_text = self._checked(self.runner.run(
+                ["sacctmgr", "-n", "-P", "show", "event", f"nodes={queries.events_nodes}",
+                 f"start={queries.events_since}", "format=" + ",".join(EVENT_FIELDS)])).stdout
+        objects = build_objects(squeue.stdout, sacct.stdout, nodes, set(wanted), at,
+                                steps_text=steps_text, events_text=events_text)
         return Discovery(backend=NAME, at=at, objects=tuple(objects))
+
+    # -- logs ---------------------------------------------------------------------------
+
+    @hookimpl
+    def dispatch_logs(self, job_id: str, submission: int, object_id: str, stream: str,
+                      node: str | None, rank: int | None, offset: int) -> Iterable[bytes]:
+        return read_logs(log_dir(job_id, submission), stream, node, rank, offset)
 
     # -- gate and stop ------------------------------------------------------------------
 
@@ -258,6 +330,10 @@ class SlurmBackend:
                 f"{' '.join(result.argv[:2])}... exited {result.returncode}: {result.words()}"
             )
         return result
+
+
+def _body(spec: JobSpec) -> str:
+    return spec.script if spec.script is not None else WRAPPER
 
 
 def _check_object_id(object_id: str) -> None:

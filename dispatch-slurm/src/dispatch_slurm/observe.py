@@ -28,6 +28,7 @@ from datetime import datetime
 
 from dispatch import Cause, CauseKind, Execution, ObjectView, Phase, Provenance
 
+from dispatch_slurm.attribute import Attribution, attribute, parse_attribution
 from dispatch_slurm.classify import Answer, classify
 from dispatch_slurm.parse import (
     NodeRow,
@@ -57,11 +58,14 @@ def _tag_for(name: str, comment: str, wanted: Collection[str]) -> Tag | None:
     return tag
 
 
-def _lost_nodes(row: SqueueRow, nodes: dict[str, NodeRow] | None) -> str:
+def _lost_nodes(row: SqueueRow, nodes: dict[str, NodeRow] | None) -> list[NodeRow]:
     if not nodes or row.state not in ALIVE_STATES or not row.nodes:
-        return ""
+        return []
     lost = [nodes[h] for h in expand_hostlist(row.nodes) if h in nodes]
-    lost = [n for n in lost if n.not_responding or n.down]
+    return [n for n in lost if n.not_responding or n.down]
+
+
+def _lost_words(lost: list[NodeRow]) -> str:
     return " ".join(f"sinfo: Node={n.name} State={n.state} Reason={n.reason}" for n in lost)
 
 
@@ -92,7 +96,12 @@ def build_objects(
     nodes: dict[str, NodeRow] | None,
     wanted: Collection[str],
     at: datetime,
+    steps_text: str = "",
+    events_text: str = "",
 ) -> list[ObjectView]:
+    """The objects of ``wanted`` jobs; ``steps_text``/``events_text`` are the answers to
+    :func:`dispatch_slurm.attribute.attribution_queries` (empty when none were needed)."""
+    found = parse_attribution(steps_text, events_text)
     objects: list[ObjectView] = []
     current: dict[str, SqueueRow] = {}
     tags: dict[str, Tag] = {}
@@ -143,10 +152,17 @@ def build_objects(
             continue  # already reported unknown, verbatim
         if tag is None:
             continue  # forgotten by slurmctld and sacct has no comment: see module docstring
-        objects.append(
-            _object(object_id, tag, current.get(object_id), history.get(object_id, []),
-                    nodes)
-        )
+        try:
+            objects.append(_object(object_id, tag, current.get(object_id),
+                                   history.get(object_id, []), nodes, found))
+        except ParseError as exc:
+            # a host list (or another field) of this object that does not parse: its
+            # object is unknown, verbatim; the others are reported as usual (S-4, S-36)
+            cause = Cause(kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER,
+                          detail=str(exc), at=at)
+            objects.append(ObjectView(object_id=object_id, job_id=tag.job_id,
+                                      submission=tag.submission, phase=Phase.RUNNING,
+                                      scheduler_state="unparsable", cause=cause))
     return objects
 
 
@@ -156,7 +172,7 @@ def _numeric(object_id: str) -> tuple[int, str]:
 
 
 def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow],
-            nodes: dict[str, NodeRow] | None) -> ObjectView:
+            nodes: dict[str, NodeRow] | None, found: Attribution) -> ObjectView:
     # sacct -D lists incarnations in order: the first ``restarts`` ended in a requeue, the
     # next (if sacct has written it yet) is the current one
     split = sq.restarts if sq is not None else max(len(rows) - 1, 0)
@@ -166,12 +182,13 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
         derived = sq.derived
         if derived.signal == 0 and last is not None and last.derived.signal:
             derived = last.derived
+        lost = _lost_nodes(sq, nodes)
         answer = Answer(
             source="squeue", state=sq.state, reason=sq.reason, exit=sq.exit, derived=derived,
             restarts=sq.restarts, gated=tag.gated,
             cancelled_by=(last.cancelled_by
                           if last is not None and last.state == "CANCELLED" else None),
-            lost_nodes=_lost_nodes(sq, nodes),
+            lost_nodes=_lost_words(lost),
         )
         ended_at, started_at, ran_on = sq.ended, sq.started, sq.nodes
         submitted = sq.submitted
@@ -182,28 +199,43 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
         ended_at, started_at, ran_on = last.ended, last.started, last.nodes
         submitted = last.submitted
         restarts = len(earlier)
+        lost = []
     verdict = classify(answer, at=ended_at if answer.state not in ALIVE_STATES else None)
+    cause = verdict.cause
+    if cause is not None and lost and cause.kind is CauseKind.NODE_LOST:
+        cause = cause.model_copy(update={"nodes": tuple(n.name for n in lost)})
 
     executions: list[Execution] = []
     for index, row in enumerate(earlier):
-        cause = classify(_history_answer(row), at=row.ended).cause
+        earlier_cause = classify(_history_answer(row), at=row.ended).cause
         if (index == len(earlier) - 1 and sq is not None and verdict.phase is Phase.HELD
                 and sq.reason.replace("_", " ") == _LAUNCH_HELD):
-            cause = Cause(kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER,
-                          detail=f"{_history_answer(row).words()}; squeue: Reason={sq.reason}",
-                          at=row.ended)
+            earlier_cause = Cause(
+                kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER,
+                detail=f"{_history_answer(row).words()}; squeue: Reason={sq.reason}",
+                at=row.ended)
+        hosts = expand_hostlist(row.nodes)
+        attributed, per_node = attribute(earlier_cause, object_id, index, hosts, row.started,
+                                         row.ended, found)
         executions.append(Execution(index=index, started_at=row.started, ended_at=row.ended,
-                                    nodes=expand_hostlist(row.nodes), cause=cause))
+                                    nodes=hosts, cause=attributed, node_causes=per_node))
 
     ran = bool(ran_on) and verdict.phase in (Phase.RUNNING, Phase.ENDED)
     if ran:
         ended = verdict.phase is Phase.ENDED
+        index = max(len(executions), restarts)
+        hosts = expand_hostlist(ran_on)
+        per_node: tuple[Cause, ...] = ()
+        if ended:
+            cause, per_node = attribute(cause, object_id, len(earlier), hosts, started_at,
+                                        ended_at, found)
         executions.append(Execution(
-            index=max(len(executions), restarts),
+            index=index,
             started_at=started_at,
             ended_at=ended_at if ended else None,
-            nodes=expand_hostlist(ran_on),
-            cause=verdict.cause if ended else None,
+            nodes=hosts,
+            cause=cause if ended else None,
+            node_causes=per_node,
         ))
 
     return ObjectView(
@@ -212,7 +244,7 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
         submission=tag.submission,
         phase=verdict.phase,
         scheduler_state=sq.state if sq is not None else (last.raw_state if last else ""),
-        cause=verdict.cause,
+        cause=cause,
         executions=tuple(executions),
         # a requeue resets Slurm's SubmitTime: the first incarnation's is the object's
         created_at=rows[0].submitted if rows and rows[0].submitted else submitted,

@@ -50,6 +50,13 @@ SACCT_FIELDS = (
     "Comment",
 )
 _NO_TIME = {"", "Unknown", "N/A", "None", "NONE", "(null)"}
+# ASCII only: str.isdigit() accepts "²", which int() refuses
+_EXIT_PAIR = re.compile(r"([0-9]{1,9}):([0-9]{1,9})", re.ASCII)
+_INTEGER = re.compile(r"-?[0-9]{1,12}", re.ASCII)
+_COUNT = re.compile(r"[0-9]{1,9}", re.ASCII)
+#: the most host names one host-list expression may expand to: a larger one is refused
+#: rather than built (``n[1-100000000]`` would take gigabytes)
+MAX_HOSTS = 65536
 
 
 class ParseError(BadInput):
@@ -138,7 +145,7 @@ def parse_time(text: str, *, command: str = "slurm", line: str = "") -> datetime
         return None
     try:
         return _time(text)
-    except ValueError as exc:
+    except (ValueError, OverflowError, OSError) as exc:
         raise ParseError(command, line or text, f"bad time {text!r}") from exc
 
 
@@ -157,10 +164,10 @@ def parse_exit_pair(text: str, *, command: str = "sacct", line: str = "") -> Exi
     text = text.strip()
     if not text:
         return ExitStatus(0, 0)
-    code, _, signal = text.partition(":")
-    if not (code.isdigit() and signal.isdigit()):
+    match = _EXIT_PAIR.fullmatch(text)
+    if not match:
         raise ParseError(command, line or text, f"bad exit code {text!r}")
-    return ExitStatus(int(code), int(signal))
+    return ExitStatus(int(match.group(1)), int(match.group(2)))
 
 
 def parse_wait_status(text: str, *, command: str = "squeue", line: str = "") -> ExitStatus:
@@ -168,10 +175,9 @@ def parse_wait_status(text: str, *, command: str = "squeue", line: str = "") -> 
     text = text.strip()
     if text in {"", "N/A"}:
         return ExitStatus(0, 0)
-    try:
-        status = int(text)
-    except ValueError:
-        raise ParseError(command, line or text, f"bad exit status {text!r}") from None
+    if not _INTEGER.fullmatch(text):
+        raise ParseError(command, line or text, f"bad exit status {text!r}")
+    status = int(text)
     if status < 0:  # a requeued job waiting to run again shows -2: no status yet
         return ExitStatus(0, 0)
     return ExitStatus((status >> 8) & 0xFF, status & 0x7F)
@@ -185,10 +191,15 @@ def _split(command: str, line: str, count: int) -> list[str]:
 
 
 def _int(command: str, line: str, text: str, what: str) -> int:
-    try:
-        return int(text.strip() or 0)
-    except ValueError as exc:
-        raise ParseError(command, line, f"bad {what} {text!r}") from exc
+    """A count Slurm prints (restarts, tasks): ASCII digits, never negative."""
+    text = text.strip() or "0"
+    if not _COUNT.fullmatch(text):
+        raise ParseError(command, line, f"bad {what} {text!r}")
+    return int(text)
+
+
+def _bounded_int(text: str | None) -> int | None:
+    return int(text) if text is not None else None
 
 
 def parse_squeue(text: str) -> list[SqueueRow]:
@@ -218,7 +229,7 @@ def parse_squeue(text: str) -> list[SqueueRow]:
     return rows
 
 
-_STATE_BY = re.compile(r"^([A-Z_]+)(?: by (\d+))?$")
+_STATE_BY = re.compile(r"^([A-Z_]+)(?: by ([0-9]{1,10}))?$", re.ASCII)
 
 
 def parse_sacct(text: str) -> list[SacctRow]:
@@ -264,20 +275,127 @@ def parse_sinfo_nodes(text: str) -> dict[str, NodeRow]:
 
 @lru_cache(maxsize=4096)
 def expand_hostlist(expr: str) -> tuple[str, ...]:
-    """Slurm's compressed host list (``gpu[01-03,7],login``) as host names."""
+    """Slurm's compressed host list (``gpu[01-03,7],login``) as host names.
+
+    :raises ParseError: a range that is not two ASCII numbers in order, a bracket left
+        open, or more than :data:`MAX_HOSTS` names.
+    """
     hosts: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", expr):
-        match = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", part)
+    for part in _HOST_PART.findall(expr):
+        match = _BRACKETED.fullmatch(part)
         if not match:
+            if "[" in part or "]" in part:
+                raise ParseError("hostlist", expr, f"unbalanced brackets in {part!r}")
             if part:
                 hosts.append(part)
             continue
         prefix, ranges, suffix = match.groups()
         for rng in ranges.split(","):
-            if "-" in rng:
-                lo, hi = rng.split("-", 1)
-                width = len(lo)
-                hosts.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(int(lo), int(hi) + 1))
-            else:
-                hosts.append(f"{prefix}{rng}{suffix}")
+            lo, dash, hi = rng.partition("-")
+            if not _COUNT.fullmatch(lo) or (dash and not _COUNT.fullmatch(hi)):
+                raise ParseError("hostlist", expr, f"bad range {rng!r}")
+            first, last = int(lo), int(hi) if dash else int(lo)
+            if last < first:
+                raise ParseError("hostlist", expr, f"range {rng!r} runs backwards")
+            if len(hosts) + last - first + 1 > MAX_HOSTS:
+                raise ParseError("hostlist", expr, f"more than {MAX_HOSTS} hosts")
+            width = len(lo)
+            hosts.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(first, last + 1))
     return tuple(hosts)
+
+
+_HOST_PART = re.compile(r"[^,\[]+(?:\[[^\]]*\])?[^,]*|\[[^\]]*\][^,]*")
+_BRACKETED = re.compile(r"([^\[]*)\[([^\]]*)\](.*)")
+
+
+#: ``sacct -D -j IDS -o``: the step rows (and the job row that opens each incarnation)
+STEP_FIELDS = ("JobIDRaw", "JobName", "State", "ExitCode", "NTasks", "Start", "End", "NodeList")
+#: ``sacctmgr show event -o``: node events; Reason (free text) last
+EVENT_FIELDS = ("NodeName", "TimeStart", "TimeEnd", "State", "Reason")
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One step of one incarnation of a job, as sacct recorded it.
+
+    ``step`` is ``batch``, ``extern`` or the step number; ``incarnation`` counts the job
+    rows of the same id before it (sacct -D lists each incarnation's steps after it).
+    """
+
+    job_id: str
+    step: str
+    incarnation: int
+    name: str
+    state: str
+    cancelled_by: int | None
+    exit: ExitStatus | None
+    tasks: int | None
+    started: datetime | None
+    ended: datetime | None
+    nodes: str
+    line: str
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """A node going down, failing or draining, as slurmdbd recorded it."""
+
+    node: str
+    started: datetime | None
+    ended: datetime | None
+    state: str
+    reason: str
+
+
+def parse_steps(text: str) -> list[StepRow]:
+    """Step rows of ``sacct -P -n -D -j IDS -o STEP_FIELDS``; job rows only count
+    incarnations. An empty ExitCode (a step whose node never reported) is None."""
+    rows: list[StepRow] = []
+    seen: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        f = _split("sacct", line, len(STEP_FIELDS))
+        raw = f[0].strip()
+        job_id, dot, step = raw.partition(".")
+        if not dot:
+            seen[job_id] = seen.get(job_id, 0) + 1
+            continue
+        match = _STATE_BY.match(f[2].strip())
+        if not match or not job_id:
+            raise ParseError("sacct", line, f"bad step {raw!r} or state {f[2]!r}")
+        rows.append(StepRow(
+            job_id=job_id,
+            step=step,
+            incarnation=max(seen.get(job_id, 1) - 1, 0),
+            name=f[1],
+            state=match.group(1),
+            cancelled_by=_bounded_int(match.group(2)),
+            exit=parse_exit_pair(f[3], line=line) if f[3].strip() else None,
+            tasks=_int("sacct", line, f[4], "task count") if f[4].strip() else None,
+            started=parse_time(f[5], command="sacct", line=line),
+            ended=parse_time(f[6], command="sacct", line=line),
+            nodes=f[7].strip(),
+            line=line,
+        ))
+    return rows
+
+
+def parse_events(text: str) -> list[NodeEvent]:
+    """``sacctmgr -n -P show event ... format=EVENT_FIELDS``; cluster events (no node) are
+    left out."""
+    events = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        f = _split("sacctmgr", line, len(EVENT_FIELDS))
+        if not f[0].strip():
+            continue
+        events.append(NodeEvent(
+            node=f[0].strip(),
+            started=parse_time(f[1], command="sacctmgr", line=line),
+            ended=parse_time(f[2], command="sacctmgr", line=line),
+            state=f[3].strip(),
+            reason=f[4].strip(),
+        ))
+    return events

@@ -75,8 +75,12 @@ class Runner:
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
         check_unreachable: bool = True,
+        inherit_env: bool = True,
     ) -> Result:
         """Run one command. Never raises for a non-zero exit: callers read the result.
+
+        ``env`` is added to this process's environment, or replaces it when
+        ``inherit_env`` is False.
 
         :raises Unreachable: timeout, command missing, or (when ``check_unreachable``)
             a non-zero exit whose stderr says the controller or slurmdbd did not answer.
@@ -90,7 +94,9 @@ class Runner:
             self.calls += 1
             self.calls_by_command[argv[0]] = self.calls_by_command.get(argv[0], 0) + 1
         full_env = None
-        if env:
+        if not inherit_env:
+            full_env = dict(env or {})
+        elif env:
             full_env = dict(os.environ)
             full_env.update(env)
         try:

@@ -1,0 +1,212 @@
+"""Which node (and rank) an ending belongs to (S-42), from Slurm's own records.
+
+sacct's allocation row of a multi-node job covers every node; two more answers name the
+node, asked only when some object ended in a way worth attributing (so a tick of healthy
+jobs costs nothing more):
+
+- the **step rows** (``sacct -D -j IDS``): the launch wrapper runs one step per node
+  (:mod:`dispatch_slurm.launch`), so each step row's NodeList is one node, and its state
+  (OUT_OF_MEMORY, FAILED 1:0, ``CANCELLED by 0`` for the steps the wrapper stopped after
+  the first failure) is that node's ending. The root-cause rule of the core
+  (:func:`dispatch.root_cause`) picks among them: the steps killed in the failing one's
+  wake are never the cause;
+- the **node events** (``sacctmgr show event``): a NODE_FAIL row says a node failed, not
+  which; slurmdbd records each node that went DOWN (``Not responding``, or an admin's
+  ``state=down`` with its reason), and the nodes of the execution with such an event
+  from its start to shortly after its end are the lost ones. A step row with no exit
+  code (its node never reported) names the node when no event does.
+
+The rank is known when a step holds one task: the wrapper names every step
+``dsp-ranks-<first>-<last>`` (or ``dsp-node-<i>`` under torchrun, where the step is
+the node's torchrun and the rank is torchrun's business).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from dispatch import Cause, CauseKind, Provenance, root_cause
+
+from dispatch_slurm.classify import user_of
+from dispatch_slurm.parse import (
+    NodeEvent,
+    ParseError,
+    StepRow,
+    expand_hostlist,
+    parse_events,
+    parse_steps,
+)
+from dispatch_slurm.tags import job_id_from_name
+
+#: sacct states of an allocation row whose steps say which node ended it
+STEP_WORTHY = ("FAILED", "OUT_OF_MEMORY", "NODE_FAIL")
+#: how long after an execution's end a node event still counts as its cause
+EVENT_GRACE = timedelta(seconds=120)
+_RANKS = re.compile(r"dsp-ranks-([0-9]{1,9})-([0-9]{1,9})", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Queries:
+    """What to ask Slurm for attribution this tick (nothing, in the common case)."""
+
+    steps_of: tuple[str, ...] = ()
+    events_nodes: str = ""
+    events_since: str = ""
+
+
+@dataclass
+class Attribution:
+    steps: dict[tuple[str, int], list[StepRow]] = field(default_factory=dict)
+    events: list[NodeEvent] = field(default_factory=list)
+
+
+def attribution_queries(squeue_text: str, sacct_text: str, wanted: Collection[str]) -> Queries:
+    """The object ids whose step rows to read and the nodes whose events to read, from
+    a cheap scan of the allocation rows (``sacct -X -D``) of the wanted jobs."""
+    ids: list[str] = []
+    nodes: list[str] = []
+    since = ""
+    for line in sacct_text.splitlines():
+        f = line.split("|")
+        if len(f) < 9 or not f[2].startswith(STEP_WORTHY):
+            continue
+        job = job_id_from_name(f[1])
+        if job is None or job not in wanted:
+            continue
+        ids.append(f[0].strip())
+        if f[2].startswith("NODE_FAIL"):
+            try:
+                nodes += expand_hostlist(f[8].strip())
+            except ParseError:
+                continue
+            start = f[6].strip()
+            if start[:1].isdigit() and (not since or start < since):
+                since = start
+    unique_nodes = ",".join(dict.fromkeys(nodes))
+    return Queries(steps_of=tuple(dict.fromkeys(ids)),
+                   events_nodes=unique_nodes if since else "",
+                   events_since=since)
+
+
+def parse_attribution(steps_text: str, events_text: str) -> Attribution:
+    """Parse the two answers; lines that do not parse attribute nothing (the ending itself
+    is still classified from the allocation row)."""
+    found = Attribution()
+    good = []
+    for line in steps_text.splitlines():
+        try:
+            parse_steps(line)
+        except ParseError:
+            continue
+        good.append(line)
+    for row in parse_steps("\n".join(good)):
+        found.steps.setdefault((row.job_id, row.incarnation), []).append(row)
+    for line in events_text.splitlines():
+        try:
+            found.events += parse_events(line)
+        except ParseError:
+            continue
+    return found
+
+
+def _step_cause(row: StepRow) -> Cause:
+    try:
+        nodes = expand_hostlist(row.nodes)
+    except ParseError:
+        nodes = ()
+    rank = None
+    match = _RANKS.fullmatch(row.name)
+    if match and match.group(1) == match.group(2):
+        rank = int(match.group(1))
+    exit_text = str(row.exit) if row.exit is not None else "(none)"
+    detail = (f"sacct step {row.job_id}.{row.step} ({row.name}): State={row.state} "
+              f"ExitCode={exit_text} NodeList={row.nodes}")
+    kind, provenance, exit_code, actor = CauseKind.UNKNOWN, Provenance.SCHEDULER, None, None
+    if row.state == "COMPLETED":
+        kind, provenance = CauseKind.NONE, Provenance.APPLICATION
+    elif row.state == "OUT_OF_MEMORY":
+        kind = CauseKind.OUT_OF_MEMORY
+    elif row.state == "NODE_FAIL":
+        kind = CauseKind.NODE_LOST
+    elif row.state == "TIMEOUT":
+        kind = CauseKind.TIME_LIMIT
+    elif row.state == "CANCELLED":
+        kind, provenance = CauseKind.CANCELLED, Provenance.ACTOR
+        actor = user_of(row.cancelled_by) if row.cancelled_by is not None else None
+    elif row.state == "FAILED" and row.exit is not None:
+        kind, provenance = CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION
+        exit_code = row.exit.code if row.exit.code else 128 + row.exit.signal
+    return Cause(kind=kind, provenance=provenance, actor=actor, detail=detail,
+                 exit_code=exit_code, at=row.ended, nodes=nodes, rank=rank)
+
+
+def _rank_steps(rows: list[StepRow]) -> list[StepRow]:
+    return [r for r in rows if r.step not in ("batch", "extern") and r.step.isascii()
+            and r.step.isdigit()]
+
+
+def attribute(
+    cause: Cause | None,
+    object_id: str,
+    incarnation: int,
+    hosts: tuple[str, ...],
+    started: datetime | None,
+    ended: datetime | None,
+    found: Attribution,
+) -> tuple[Cause | None, tuple[Cause, ...]]:
+    """The execution's cause with ``nodes``/``rank`` filled where Slurm says them, and
+    each node's own ending (``Execution.node_causes``)."""
+    if cause is None or cause.kind is CauseKind.NONE or cause.nodes:
+        return cause, ()
+    steps = _rank_steps(found.steps.get((object_id, incarnation), []))
+    per_node = tuple(_step_cause(r) for r in steps)
+    if cause.kind is CauseKind.NODE_LOST:
+        lost = _lost_by_events(hosts, started, ended, found.events)
+        if not lost:
+            lost = tuple(n for r in steps if r.exit is None for n in expand_safe(r.nodes))
+        if not lost:
+            return cause, per_node
+        events = [e for e in found.events if e.node in lost]
+        words = "; ".join(f"sacctmgr: Node={e.node} State={e.state} Reason={e.reason} "
+                          f"Start={e.started.isoformat() if e.started else '?'}"
+                          for e in events)
+        detail = f"{cause.detail} {words}".strip() if words else cause.detail
+        return cause.model_copy(update={"nodes": tuple(dict.fromkeys(lost)),
+                                        "detail": detail}), per_node
+    root = root_cause(per_node)
+    if root is None or root.kind is CauseKind.NONE:
+        return cause, per_node
+    update: dict[str, object] = {"nodes": root.nodes, "rank": root.rank,
+                                 "detail": f"{cause.detail}; root step: {root.detail}"}
+    if root.kind is CauseKind.OUT_OF_MEMORY and cause.kind is not CauseKind.OUT_OF_MEMORY:
+        # sacct's DerivedExitCode races (0:0 in one run of three); the step state does not
+        update.update(kind=CauseKind.OUT_OF_MEMORY, provenance=Provenance.SCHEDULER,
+                      exit_code=None)
+    return cause.model_copy(update=update), per_node
+
+
+def expand_safe(text: str) -> tuple[str, ...]:
+    try:
+        return expand_hostlist(text)
+    except ParseError:
+        return ()
+
+
+def _lost_by_events(hosts: tuple[str, ...], started: datetime | None, ended: datetime | None,
+                    events: list[NodeEvent]) -> tuple[str, ...]:
+    lost = []
+    for event in events:
+        if event.node not in hosts or event.started is None:
+            continue
+        state = event.state.upper()
+        if not any(word in state for word in ("DOWN", "FAIL", "NOT_RESPONDING")):
+            continue
+        if started is not None and event.started < started:
+            continue
+        if ended is not None and event.started > ended + EVENT_GRACE:
+            continue
+        lost.append(event.node)
+    return tuple(dict.fromkeys(lost))

@@ -1,0 +1,123 @@
+"""How a command becomes one distributed job on Slurm (S-41, S-42, S-44, S-46).
+
+The batch script dispatch submits for a command is :data:`WRAPPER`. It runs on the job's
+first node and starts **one srun step per node**, at once:
+
+- so that sacct's step rows say which node's tasks failed (a multi-node step has one row
+  covering every node, and sacct has no per-task state): that is how a cause names its
+  node (S-42);
+- each step runs with ``--kill-on-bad-exit=1``, and the first step to fail makes the
+  wrapper ``scancel`` every other step of the job at once, so one failing rank ends the
+  job within seconds instead of leaving the others to hang; the steps it cancels show
+  ``CANCELLED by <uid>``, which the root-cause rule ranks last;
+- every step writes with ``--open-mode=append`` into the submission's log directory, one
+  file per node and local rank (``<node>.<local rank>.out``/``.err``); the batch script's
+  own output (srun's words) goes to ``batch.out``, also appended: a requeued execution
+  adds to what the earlier one printed and never truncates it (S-46). ``layout`` gets one
+  line per execution saying which nodes it ran on, which is how ``dispatch logs --rank``
+  finds a rank's file.
+
+The contract every task sees (S-41): ``MASTER_ADDR`` (the first node's ``NodeAddr``, the
+address slurmctld itself reaches that node at, so it resolves on the others),
+``MASTER_PORT`` (from the Slurm job id: 20000 + id mod 20000, so two jobs sharing a node
+do not collide), ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``NODE_RANK``, ``NNODES``,
+``LOCAL_WORLD_SIZE``; and ``DISPATCH_JOB_ID``, ``DISPATCH_SUBMISSION``,
+``DISPATCH_EXECUTION`` (Slurm's ``SLURM_RESTART_COUNT``: 0, then 1 after a requeue...),
+``DISPATCH_RESUMED`` (1 when an earlier execution of the job ran: a later execution or
+submission) (S-44). ``PYTHONUNBUFFERED=1`` so Python ranks print as they go.
+
+Launchers (:class:`dispatch.Launcher`):
+
+- ``tasks``: the command runs once per task (nodes x tasks-per-node), ``RANK`` =
+  ``NODE_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK``;
+- ``torchrun``: the command (``torchrun train.py``) runs once per node with every CPU of
+  the node's allocation, and torchrun's own ``PET_NNODES``, ``PET_NPROC_PER_NODE``,
+  ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT`` set (static rendezvous):
+  torchrun then sets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` for its workers itself.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dispatch_slurm.tags import encode_job_id
+
+#: the batch script for a command: argv = LAUNCHER LOGDIR COMMAND...
+WRAPPER = r"""#!/bin/bash
+# dispatch-slurm launch wrapper: one srun step per node (see dispatch_slurm/launch.py)
+launcher=$1 logdir=$2
+shift 2
+mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+export NNODES=${#nodes[@]}
+export LOCAL_WORLD_SIZE=${SLURM_NTASKS_PER_NODE:-1}
+export WORLD_SIZE=$((NNODES * LOCAL_WORLD_SIZE))
+addr=$(scontrol show node "${nodes[0]}" -o 2>/dev/null | tr ' ' '\n' | sed -n 's/^NodeAddr=//p')
+export MASTER_ADDR=${addr:-${nodes[0]}}
+export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
+export DISPATCH_EXECUTION=${SLURM_RESTART_COUNT:-0}
+DISPATCH_RESUMED=0
+if ((DISPATCH_EXECUTION > 0 || ${DISPATCH_SUBMISSION:-1} > 1)); then DISPATCH_RESUMED=1; fi
+export DISPATCH_RESUMED PYTHONUNBUFFERED=1
+echo "execution=$DISPATCH_EXECUTION nodes=${nodes[*]} tasks_per_node=$LOCAL_WORLD_SIZE" \
+  >>"$logdir/layout"
+echo "dispatch: execution $DISPATCH_EXECUTION on ${nodes[*]}," \
+  "master $MASTER_ADDR:$MASTER_PORT, launcher $launcher"
+cpus=$((LOCAL_WORLD_SIZE * ${SLURM_CPUS_PER_TASK:-1}))
+task='RANK=$((NODE_RANK * LOCAL_WORLD_SIZE + SLURM_LOCALID)) LOCAL_RANK=$SLURM_LOCALID
+export RANK LOCAL_RANK
+exec "$@"'
+pids=()
+for i in "${!nodes[@]}"; do
+  common=(--nodes=1 --nodelist="${nodes[i]}" --kill-on-bad-exit=1 --unbuffered
+          --open-mode=append --output="$logdir/%N.%t.out" --error="$logdir/%N.%t.err")
+  if [[ $launcher == torchrun ]]; then
+    PET_NNODES=$NNODES PET_NPROC_PER_NODE=$LOCAL_WORLD_SIZE PET_NODE_RANK=$i \
+    PET_MASTER_ADDR=$MASTER_ADDR PET_MASTER_PORT=$MASTER_PORT NODE_RANK=$i \
+      srun "${common[@]}" --job-name="dsp-node-$i" --ntasks=1 --cpus-per-task=$cpus "$@" &
+  else
+    first=$((i * LOCAL_WORLD_SIZE))
+    NODE_RANK=$i srun "${common[@]}" --ntasks="$LOCAL_WORLD_SIZE" \
+      --job-name="dsp-ranks-$first-$((first + LOCAL_WORLD_SIZE - 1))" \
+      /bin/sh -c "$task" dispatch-task "$@" &
+  fi
+  pids+=($!)
+done
+status=0
+for _ in "${pids[@]}"; do
+  wait -n
+  rc=$?
+  if ((rc != 0 && status == 0)); then
+    status=$rc
+    echo "dispatch: a step ended with status $rc: cancelling the job's other steps"
+    for step in $(squeue -h -s -j "$SLURM_JOB_ID" -o %i); do
+      case $step in *.batch | *.extern) ;; *) scancel --quiet "$step" ;; esac
+    done
+  fi
+done
+exit $status
+"""
+
+#: where the per-submission log directories go unless ``DISPATCH_SLURM_LOG_DIR`` says
+DEFAULT_LOG_ROOT = "~/.local/share/dispatch/slurm-logs"
+
+
+def log_root() -> Path:
+    """Where job output goes; must be a directory every node reaches (a shared home)."""
+    return Path(os.path.expanduser(os.environ.get("DISPATCH_SLURM_LOG_DIR", DEFAULT_LOG_ROOT)))
+
+
+def log_dir(job_id: str, submission: int) -> Path:
+    """One directory per submission, so a resubmission never writes over an earlier one."""
+    return log_root() / f"job-{encode_job_id(job_id)}" / f"submission-{submission}"
+
+
+def job_environment(job_id: str, submission: int, env: dict[str, str]) -> dict[str, str]:
+    """The environment sbatch passes on to the job: the submitter's, without dispatch's own
+    configuration (``DISPATCH_*``: store URLs, credentials), plus the job's own and the
+    DISPATCH_JOB_ID / DISPATCH_SUBMISSION tags (S-44)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("DISPATCH_")}
+    clean.update(env)
+    clean["DISPATCH_JOB_ID"] = job_id
+    clean["DISPATCH_SUBMISSION"] = str(submission)
+    return clean
