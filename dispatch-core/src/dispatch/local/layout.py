@@ -3,6 +3,13 @@
 The state directory is the local "scheduler": every process that runs or asks about local
 objects (the CLI, a supervisor, the runners) meets only through these files, so each file
 is written whole under a temporary name and then linked or renamed into place.
+
+Those files hold a job's command and environment (S-51): the directories are the user's
+own (0700, never a symlink, writable by nobody else, checked after they are created) and
+every file is created 0600 without following a symlink. ``write_atomic`` and
+``create_once`` check the directory they write into and the one above it (an object's
+directory and ``objects/``, an index directory and ``jobs/``), so a symlink or another
+user's directory planted there is refused before a byte is written.
 """
 
 from __future__ import annotations
@@ -16,6 +23,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from dispatch.errors import BadInput
+from dispatch.store.private import InsecureState as InsecureState
+from dispatch.store.private import check_private_dir, open_private, private_dirs
+from dispatch.store.private import private_mkdir as _private_mkdir
 
 OBJECT_ID = re.compile(r"^local-[0-9a-f]{12}$")
 
@@ -118,6 +128,26 @@ class StateDir:
     def job_index(self, job_id: str) -> Path:
         return self.jobs / job_key(job_id)
 
+    def prepare(self) -> None:
+        """Create the root, ``objects/`` and ``jobs/`` 0700 where missing, and refuse any of
+        them that is a symlink, another user's or writable by others (S-51). Call before
+        the first write."""
+        private_dirs(self.root, "local state directory")
+        for path in (self.objects, self.jobs):
+            private_mkdir(path)
+
+    def check(self) -> None:
+        """``prepare`` without creating: refuse the directories that exist and are unsafe."""
+        for path in (self.root, self.objects, self.jobs):
+            if os.path.lexists(path):
+                check_private_dir(path, "local state directory")
+
+
+def private_mkdir(path: Path) -> None:
+    """One state directory 0700 (an object's, a job index's): created if missing, refused
+    if it is a symlink, another user's or writable by others (S-51)."""
+    _private_mkdir(path, "local state directory")
+
 
 def present(path: Path) -> bool:
     """Whether ``path`` exists; unlike ``Path.exists`` an error other than "no such file"
@@ -134,9 +164,21 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
+def _check_parents(path: Path) -> None:
+    """The directory ``path`` goes into and the one above it must be the user's alone; the
+    first is narrowed to 0700 (it holds one job's files)."""
+    parent = path.parent
+    st = check_private_dir(parent, "local state directory")
+    if st.st_mode & 0o077:
+        os.chmod(parent, 0o700, follow_symlinks=False)
+    check_private_dir(parent.parent, "local state directory")
+
+
 def _write_temporary(path: Path, text: str) -> Path:
+    _check_parents(path)
     tmp = _temporary(path)
-    with open(tmp, "w", encoding="utf-8") as f:
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, "local state file")
+    with open(fd, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

@@ -173,6 +173,11 @@ class SQLiteStore(SQLStore):
                 f"record store {self.location}: the file was replaced while dispatch opened "
                 "it; refusing to use it (S-51)"
             )
+        if self.read_only:
+            try:
+                return self._readable(db, busy_timeout)
+            except sqlite3.Error as exc:
+                raise Unreachable(f"cannot read the record store {self.location}: {exc}") from exc
         return db
 
     def _open_file(self) -> int:
@@ -209,6 +214,23 @@ class SQLiteStore(SQLStore):
         # the WAL index it otherwise needs to read.
         immutable = "&immutable=1" if self._read_only_why == "read-only file system" else ""
         return f"{uri}?mode=ro{immutable}"
+
+    def _readable(self, db: sqlite3.Connection, busy_timeout: float) -> sqlite3.Connection:
+        """A read-only WAL file whose directory we may not write either: SQLite cannot make
+        the WAL index a reader needs, so the file is read as it is on disk (immutable: a
+        snapshot, which is all a reader that may not write can rely on anyway)."""
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            db.close()
+            return sqlite3.connect(
+                f"file:{quote(str(self.path))}?mode=ro&immutable=1",
+                uri=True,
+                timeout=busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        return db
 
     def _setup(self) -> None:
         with self._translate("open"):
