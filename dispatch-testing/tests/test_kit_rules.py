@@ -67,7 +67,8 @@ def test_kit_accepts_a_strict_xfail_with_reason_and_fails_it_when_it_passes(
         "        BackendConformance.test_stop_is_idempotent(self, kit, new_job)\n"
     )
     result = run(pytester, body)
-    result.assert_outcomes(passed=26, failed=1)
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 1 and outcomes["passed"] >= 30, outcomes
     result.stdout.fnmatch_lines(["*XPASS(strict)*our scheduler cannot list ended jobs yet*"])
 
 
@@ -89,7 +90,8 @@ def test_kit_fails_a_declared_cause_with_no_scenario(pytester: pytest.Pytester) 
     body = "    from partial import Partial as harness_class\n"
     pytester.syspathinsert()
     result = run(pytester, body)
-    result.assert_outcomes(passed=25, failed=2)
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 2 and outcomes["passed"] >= 29, outcomes
     result.stdout.fnmatch_lines(
         ["*declares what makes 'preempted' required, but its harness neither provokes*"]
     )
@@ -105,7 +107,8 @@ def test_kit_reports_a_not_provokable_scenario_as_xfailed_with_its_reason(
     pytester.makepyfile(partial=HARNESS.format(reasons=reasons))
     pytester.syspathinsert()
     result = run(pytester, "    from partial import Partial as harness_class\n")
-    result.assert_outcomes(passed=25, xfailed=2)
+    outcomes = result.parseoutcomes()
+    assert outcomes["xfailed"] == 2 and "failed" not in outcomes, outcomes
     result.stdout.fnmatch_lines(
         [
             "*XFAIL*test_scenario?preempted?*not provokable on simulated (offline): "

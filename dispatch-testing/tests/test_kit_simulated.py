@@ -15,6 +15,7 @@ from dispatch import (
     Provenance,
     Registry,
     Resources,
+    SubmitRefused,
     Unreachable,
 )
 from dispatch.errors import BadInput
@@ -186,9 +187,13 @@ def test_sim_native_requeue_makes_new_executions_within_its_count(
 def test_sim_refuses_a_bad_option_and_creates_nothing(
     scheduler: SimScheduler, backend: Backend
 ) -> None:
-    """S-36."""
+    """S-36: refused before anything is recorded (validate: BadInput), and refused again
+    by submit as a refusal the core records (SubmitRefused), creating nothing."""
+    bad = LONG.model_copy(update={"options": {"requeue": "twice"}})
     with pytest.raises(BadInput, match="requeue='twice'"):
-        backend.submit("a", 1, LONG.model_copy(update={"options": {"requeue": "twice"}}), False)
+        backend.validate(bad)
+    with pytest.raises(SubmitRefused, match="requeue='twice'"):
+        backend.submit("a", 1, bad, False)
     assert backend.discover(["a"]).objects == ()
 
 
@@ -256,3 +261,91 @@ def test_sim_every_change_shows_in_the_next_listing(
     assert last.cause is not None and last.cause.kind is CauseKind.CANCELLED, (
         "the garbled answer is the object's state word; its executions still show the stop"
     )
+
+
+WIDE = JobSpec(command=("sleep", "3600"), resources=Resources(nodes=2, tasks_per_node=2))
+
+
+def test_sim_every_task_sees_one_launch_contract(scheduler: SimScheduler, backend: Backend) -> None:
+    """S-41: one MASTER_ADDR/PORT for every task, distinct ranks, node and local ranks."""
+    spec = WIDE.model_copy(update={"command": ("env",)})
+    object_id = backend.submit("a", 1, spec, False)
+    scheduler.advance(5)
+    envs = []
+    for rank in range(4):
+        text = b"".join(backend.logs("a", 1, object_id, rank=rank)).decode()
+        envs.append(dict(line.split("=", 1) for line in text.splitlines()))
+    (obj,) = backend.discover(["a"]).of_job("a")
+    assert {e["MASTER_ADDR"] for e in envs} == {obj.executions[0].nodes[0]}
+    assert len({e["MASTER_PORT"] for e in envs}) == 1
+    assert [(e["RANK"], e["NODE_RANK"], e["LOCAL_RANK"]) for e in envs] == [
+        ("0", "0", "0"),
+        ("1", "0", "1"),
+        ("2", "1", "0"),
+        ("3", "1", "1"),
+    ]
+    assert {(e["WORLD_SIZE"], e["NNODES"], e["LOCAL_WORLD_SIZE"]) for e in envs} == {
+        ("4", "2", "2")
+    }
+
+
+def test_sim_rank_failure_kills_the_others_and_is_the_root_cause(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    """S-42: rank 3 exits 5; the others are killed in its wake and are not the cause."""
+    scheduler.plan("a", 1, sim.rank_fails(3, 5, after=10))
+    backend.submit("a", 1, WIDE, False)
+    scheduler.advance(10)
+    (obj,) = backend.discover(["a"]).of_job("a")
+    assert obj.phase is Phase.RUNNING, "the others are killed a moment later, not at once"
+    scheduler.advance(1)
+    (obj,) = backend.discover(["a"]).of_job("a")
+    cause = obj.cause
+    assert obj.phase is Phase.ENDED and cause is not None
+    assert (cause.kind, cause.exit_code, cause.rank) == (CauseKind.NON_ZERO_EXIT, 5, 3)
+    assert cause.nodes == (obj.executions[0].nodes[1],)
+    kinds = [c.kind for c in obj.executions[0].node_causes]
+    assert kinds.count(CauseKind.CANCELLED) == 3, kinds
+
+
+def test_sim_lost_node_is_named_and_a_resubmission_keeps_off_it(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    """S-42, S-43: the lost node is the cause's node; excluded, it is not used again."""
+    first = backend.submit("a", 1, WIDE, False)
+    lost = scheduler.lose_node(first)
+    (obj,) = backend.discover(["a"]).of_job("a")
+    assert obj.cause is not None and obj.cause.kind is CauseKind.NODE_LOST
+    assert obj.cause.nodes == (lost,) and lost in obj.cause.detail
+    again = WIDE.model_copy(update={"exclude_nodes": frozenset({lost})})
+    backend.submit("a", 2, WIDE, False)
+    backend.submit("b", 1, again, False)
+    nodes = {
+        o.job_id: o.executions[0].nodes for o in backend.discover(["a", "b"]).objects if o.alive
+    }
+    assert lost in nodes["a"], "without exclusion the lowest free nodes are taken again"
+    assert lost not in nodes["b"] and len(nodes["b"]) == 2
+
+
+def test_sim_logs_are_per_submission_and_resume_from_an_offset(
+    scheduler: SimScheduler, backend: Backend
+) -> None:
+    """S-46."""
+    one = backend.submit("a", 1, JobSpec(command=("echo", "first")), False)
+    two = backend.submit("a", 2, JobSpec(command=("echo", "second")), False)
+    scheduler.advance(5)
+    assert b"".join(backend.logs("a", 1, one)) == b"first\n"
+    assert b"".join(backend.logs("a", 2, two)) == b"second\n"
+    assert b"".join(backend.logs("a", 2, two, offset=3)) == b"ond\n"
+    with pytest.raises(BadInput, match="rank 7"):
+        backend.logs("a", 1, one, rank=7)
+
+
+def test_sim_script_runs_by_its_own_interpreter(scheduler: SimScheduler, backend: Backend) -> None:
+    """A script (JobSpec.script: the file's text) really runs, by its #! line."""
+    script = "#!/usr/bin/env python3\nimport sys\nprint('py', sys.version_info[0])\nsys.exit(4)\n"
+    object_id = backend.submit("a", 1, JobSpec(script=script), False)
+    scheduler.advance(5)
+    (obj,) = backend.discover(["a"]).of_job("a")
+    assert obj.cause is not None and obj.cause.exit_code == 4
+    assert b"".join(backend.logs("a", 1, object_id)) == b"py 3\n"

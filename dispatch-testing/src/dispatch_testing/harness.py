@@ -47,7 +47,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from dispatch import Backend, CauseKind, JobSpec, Phase, Provenance, SubmitRefused
+from dispatch import (
+    Backend,
+    Capability,
+    CauseKind,
+    JobSpec,
+    Phase,
+    Provenance,
+    Resources,
+    SubmitRefused,
+)
 from dispatch.declarations import Declarations
 
 GROUP = "dispatch.harnesses"
@@ -87,6 +96,20 @@ class Scenario(StrEnum):
     ``unmappable``              the scheduler shows, for the job's object, an answer the
                                 adapter cannot map; the harness returns that raw answer in
                                 :attr:`Provoked.raw`.
+
+    Multi-node (required when the backend declares ``multi-node``; the job has at least
+    two nodes, e.g. :meth:`Harness.multi_node_spec`):
+
+    ``multi-node-node-lost``    one node of the running job dies (a non-batch node is the
+                                stronger test); the cause is ``node-lost`` naming exactly
+                                that node in ``Cause.nodes`` (:attr:`Provoked.nodes`), not
+                                the nodes whose ranks were killed in its wake (S-42).
+    ``multi-node-rank-failed``  one rank exits non-zero while the others run on; the
+                                backend stops the others promptly and the cause is that
+                                rank's ``non-zero-exit`` with its exit code, its node in
+                                ``Cause.nodes`` (and ``Cause.rank`` when
+                                :attr:`Provoked.rank` says the scheduler tells ranks):
+                                the root cause, never a rank killed after it (S-42).
     """
 
     SUCCESS = "success"
@@ -102,6 +125,8 @@ class Scenario(StrEnum):
     HELD_BY_SCHEDULER = "held-by-scheduler"
     NATIVE_RECOVERY = "native-recovery"
     UNMAPPABLE = "unmappable"
+    NODE_LOST_OF_N = "multi-node-node-lost"
+    RANK_FAILED = "multi-node-rank-failed"
 
 
 @dataclass(frozen=True)
@@ -143,7 +168,12 @@ EXPECTED: Mapping[Scenario, Expectation] = {
     # the first execution ended with Provoked.native_cause and a second one exists
     Scenario.NATIVE_RECOVERY: _e(None, {Phase.PENDING, Phase.RUNNING, Phase.ENDED}, _SCHED),
     Scenario.UNMAPPABLE: _e(CauseKind.UNKNOWN, set(Phase), _SCHED),
+    Scenario.NODE_LOST_OF_N: _e(CauseKind.NODE_LOST, {Phase.RUNNING, Phase.ENDED}, _SCHED),
+    Scenario.RANK_FAILED: _e(CauseKind.NON_ZERO_EXIT, _ENDED, Provenance.APPLICATION),
 }
+
+#: Scenarios on a job of several nodes: required only of a backend declaring multi-node.
+MULTI_NODE_SCENARIOS = frozenset({Scenario.NODE_LOST_OF_N, Scenario.RANK_FAILED})
 
 #: The scenario whose cause kind makes it required when the backend declares that kind.
 _REQUIRED_BY_KIND: Mapping[Scenario, CauseKind] = {
@@ -156,10 +186,12 @@ def required_scenarios(declarations: Declarations) -> frozenset[Scenario]:
 
     Every scenario whose kind the backend declares in ``reports``; ``success`` always;
     ``unmappable`` always (S-4 binds every adapter); ``native-recovery`` when the backend
-    declares native actions.
+    declares native actions; the multi-node scenarios only when it declares ``multi-node``.
     """
 
     required = {s for s, kind in _REQUIRED_BY_KIND.items() if kind in declarations.reports}
+    if Capability.MULTI_NODE not in declarations.capabilities:
+        required -= MULTI_NODE_SCENARIOS
     required |= {Scenario.SUCCESS, Scenario.UNMAPPABLE}
     if declarations.native_actions:
         required.add(Scenario.NATIVE_RECOVERY)
@@ -184,6 +216,12 @@ class Provoked:
       harness injected or the scheduler always prints); the cause's ``detail`` must
       contain them verbatim. Optional: without it the kit checks only that a scheduler
       cause has a non-empty detail.
+    - ``nodes``: the node(s) the ending must be attributed to (S-42): the node the harness
+      killed, the node of the rank it made fail. When given, ``Cause.nodes`` must be
+      exactly these. Required for the multi-node scenarios (for ``multi-node-rank-failed``
+      the kit can instead derive it from ``rank`` and the execution's node list).
+    - ``rank``: for ``multi-node-rank-failed``, the rank that failed, when the scheduler
+      reports ranks; ``Cause.rank`` must then equal it.
     """
 
     object_id: str | None
@@ -193,6 +231,8 @@ class Provoked:
     refused: SubmitRefused | None = None
     native_cause: CauseKind | None = None
     detail: str | None = None
+    nodes: tuple[str, ...] = ()
+    rank: int | None = None
 
 
 class Harness:
@@ -210,8 +250,12 @@ class Harness:
     name: str = ""
     #: seconds between two discoveries while the kit waits for something
     poll_interval: float = 1.0
-    #: seconds the kit waits for a submitted object to appear / start / stop
+    #: seconds the kit waits for a submitted object to start / stop / show its ending
     timeout: float = 60.0
+    #: seconds after a submit within which discovery must list the object: a scheduler
+    #: lists what it accepted at once, so nothing listed by then is a broken discovery and
+    #: the kit fails at once instead of waiting out :attr:`timeout`
+    listing_grace: float = 10.0
 
     def __init__(self, live: bool = False) -> None:
         self.live = live
@@ -242,6 +286,67 @@ class Harness:
     def quick_spec(self) -> JobSpec:
         """A job that succeeds quickly (exit 0)."""
         return JobSpec(name="kit-quick", command=("true",))
+
+    def script_spec(self, script: str) -> JobSpec:
+        """A job running ``script`` (``JobSpec.script`` is the script file's *text*; the
+        backend runs it by its own ``#!`` line). The kit's script starts with
+        :attr:`python_shebang`; raise :class:`NotProvokable` if the nodes have no Python."""
+        return JobSpec(name="kit-script", script=script)
+
+    #: the ``#!`` line of the kit's Python script, for nodes whose python3 is elsewhere
+    python_shebang: str = "#!/usr/bin/env python3"
+
+    def printing_spec(self, text: str) -> JobSpec:
+        """A quick job that prints ``text`` and a newline on stdout and exits 0 (the
+        ``logs`` capability check submits one per submission)."""
+        return JobSpec(name="kit-print", command=("echo", text))
+
+    #: (nodes, tasks per node) of the kit's multi-node jobs
+    multi_node_shape: tuple[int, int] = (2, 2)
+
+    def multi_node_spec(self) -> JobSpec:
+        """A job of :attr:`multi_node_shape` that runs until stopped (multi-node scenarios
+        may use it; the exclusion check does)."""
+        nodes, tasks = self.multi_node_shape
+        spec = self.long_spec()
+        return spec.model_copy(update={"resources": Resources(nodes=nodes, tasks_per_node=tasks)})
+
+    def contract_spec(self) -> JobSpec:
+        """A quick job of :attr:`multi_node_shape` whose every task prints its environment
+        (``KEY=VALUE`` lines), for the launch-contract check (S-41)."""
+        nodes, tasks = self.multi_node_shape
+        return JobSpec(
+            name="kit-contract",
+            command=("env",),
+            resources=Resources(nodes=nodes, tasks_per_node=tasks),
+        )
+
+    def task_environments(
+        self, backend: Backend, job_id: str, object_id: str, world_size: int
+    ) -> list[Mapping[str, str]]:
+        """What each rank (0..world_size-1) of the ended :meth:`contract_spec` job saw of
+        its environment. By default read through the backend's ``logs`` (``rank=r``);
+        override for a backend without the ``logs`` capability."""
+        if Capability.LOGS not in backend.declarations.capabilities:
+            raise NotProvokable(
+                "the backend does not declare logs: override Harness.task_environments "
+                "to read what each rank printed"
+            )
+        seen = []
+        for rank in range(world_size):
+            text = b"".join(backend.logs(job_id, 1, object_id, rank=rank)).decode(errors="replace")
+            env = {}
+            for line in text.splitlines():
+                key, sep, value = line.partition("=")
+                if sep and key.isidentifier():
+                    env[key] = value
+            seen.append(env)
+        return seen
+
+    def restore_nodes(self, nodes: Set[str]) -> None:
+        """Bring nodes a scenario killed back into service (restart a slurmd, uncordon),
+        so that only ``JobSpec.exclude_nodes`` keeps the next submission off them. The
+        exclusion check calls it after a node-lost ending; default: nothing to do."""
 
     def wait(self, seconds: float) -> None:
         """Let ``seconds`` pass for the scheduler. A simulated scheduler advances its clock."""

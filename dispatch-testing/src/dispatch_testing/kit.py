@@ -27,6 +27,7 @@ from dispatch import (
     Provenance,
     Registry,
 )
+from dispatch.cause import root_cause
 from dispatch.errors import DispatchError
 
 from dispatch_testing.harness import GROUP, Harness, NotProvokable, Scenario, required_scenarios
@@ -136,7 +137,9 @@ class Kit:
         wrong: Callable[[tuple[ObjectView, ...]], str | None] | None = None,
     ) -> tuple[ObjectView, ...]:
         """Poll discovery (waiting through the harness) until ``done`` holds; fail at once
-        when ``wrong`` names a problem, or after ``timeout`` harness-seconds."""
+        when ``wrong`` names a problem or nothing is listed for the job after
+        ``Harness.listing_grace`` (a plainly broken discovery), else after ``timeout``
+        harness-seconds (the bound for a slow scheduler)."""
         limit = self.harness.timeout if timeout is None else timeout
         waited = 0.0
         while True:
@@ -147,6 +150,8 @@ class Kit:
                 problem = wrong(objects)
                 if problem:
                     pytest.fail(f"{self.name}: {problem}\nobjects: {_show(objects)}", pytrace=False)
+            if not objects and waited >= min(self.harness.listing_grace, limit):
+                self.fail_unlisted([job_id], waited)
             if waited >= limit:
                 pytest.fail(
                     f"{self.name}: after {waited:.0f}s still not {what}\nobjects: {_show(objects)}",
@@ -154,6 +159,16 @@ class Kit:
                 )
             self.harness.wait(self.harness.poll_interval)
             waited += self.harness.poll_interval
+
+    def fail_unlisted(self, job_ids: Sequence[str], waited: float) -> None:
+        pytest.fail(
+            f"{self.name}: nothing listed for {', '.join(job_ids)} {waited:.0f}s after it was "
+            f"submitted (Harness.listing_grace = {self.harness.listing_grace:g}s): discovery "
+            "must find an object by the tags submit put on it as soon as the scheduler "
+            "accepted it (S-30, S-34); the kit does not wait out its timeout "
+            f"({self.harness.timeout:g}s) for that",
+            pytrace=False,
+        )
 
     def stop_all(self, job_ids: Sequence[str]) -> None:
         """Best-effort cleanup after a test; the kit's own stop checks are in the tests."""
@@ -220,7 +235,11 @@ def check_discovery(discovery: Discovery, declarations: Declarations, asked: Seq
     for obj in discovery.objects:
         where = f"object {obj.object_id} (job {obj.job_id}, submission {obj.submission})"
         assert obj.job_id in wanted, f"{where} was not asked about"
-        causes = [obj.cause, *(e.cause for e in obj.executions)]
+        causes = [
+            obj.cause,
+            *(e.cause for e in obj.executions),
+            *(c for e in obj.executions for c in e.node_causes),
+        ]
         for cause in causes:
             if cause is None:
                 continue
@@ -240,6 +259,22 @@ def check_discovery(discovery: Discovery, declarations: Declarations, asked: Seq
                 f"{where} runs with cause {obj.cause.kind.value!r}; only node-lost (S-26) or "
                 "an unmappable answer may"
             )
+        ran_on = {n for e in obj.executions for n in e.nodes}
+        for cause in causes:
+            if cause is not None and cause.nodes and ran_on:
+                assert set(cause.nodes) <= ran_on, (
+                    f"{where}: a {cause.kind.value!r} cause blames nodes "
+                    f"{sorted(set(cause.nodes) - ran_on)} the object never ran on (S-42)"
+                )
+        for e in obj.executions:
+            if e.node_causes and e.cause is not None:
+                root = root_cause(e.node_causes)
+                assert root is not None and e.cause.kind is root.kind, (
+                    f"{where}: execution {e.index} ended {e.cause.kind.value!r} but the "
+                    f"root cause of its tasks' endings is {root.kind.value if root else None!r}: "
+                    "the earliest failure is the cause, never a rank killed in its wake "
+                    "(dispatch.cause.root_cause, S-42)"
+                )
         indexes = [e.index for e in obj.executions]
         assert indexes == sorted(set(indexes)), f"{where}: execution indexes {indexes}"
     decoded = Discovery.model_validate_json(discovery.model_dump_json())

@@ -21,6 +21,7 @@ harness claims it. Overriding a test is allowed only as a strict xfail with a re
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -38,11 +39,19 @@ from dispatch import (
     Phase,
     Provenance,
     Resources,
+    SubmitRefused,
     Unreachable,
 )
 from dispatch.errors import DispatchError
 
-from dispatch_testing.harness import EXPECTED, Harness, NotProvokable, Provoked, Scenario
+from dispatch_testing.harness import (
+    EXPECTED,
+    MULTI_NODE_SCENARIOS,
+    Harness,
+    NotProvokable,
+    Provoked,
+    Scenario,
+)
 from dispatch_testing.kit import Kit
 from dispatch_testing.plugin import kit_for
 
@@ -69,7 +78,29 @@ def _spec_needing(spec: JobSpec, capability: Capability) -> JobSpec:
         return _with_resources(spec, nodes=2)
     if capability is Capability.GPUS:
         return _with_resources(spec, gpus_per_node=1)
+    if capability is Capability.EXCLUDE_NODES:
+        return spec.model_copy(update={"exclude_nodes": frozenset({"kit-node-to-avoid"})})
     return spec
+
+
+#: The kit's script: Python, which sh cannot run (sh stops at its syntax error, exit 2).
+SCRIPT = """{shebang}
+# The dispatch kit's script: JobSpec.script is this text, run by its own #! line.
+import sys
+print("dispatch kit: the script ran under", sys.executable.rsplit("/", 1)[-1])
+sys.exit(0)
+"""
+#: S-41: what every task of a multi-node job sees
+CONTRACT = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "NODE_RANK",
+    "NNODES",
+    "LOCAL_WORLD_SIZE",
+)
 
 
 def _not_provokable(kit: Kit, exc: NotProvokable) -> None:
@@ -182,6 +213,8 @@ class BackendConformance:
             assert not set(found) & set(unknown), "ids never submitted have objects"
             if set(found) == expected:
                 break
+            if not found and waited >= kit.harness.listing_grace:
+                kit.fail_unlisted(jobs, waited)
             assert waited < kit.harness.timeout, (
                 f"asked {len(asked)} ids, {count} submitted; after {waited:.0f}s found "
                 f"objects for {sorted(found)} only"
@@ -220,24 +253,159 @@ class BackendConformance:
     # -- capabilities --------------------------------------------------------------------
 
     def test_capability(self, kit: Kit, capability: Capability, new_job: Callable[[], str]) -> None:
-        """S-28, S-30: a declared capability works; an undeclared one is refused at submit
-        with a DispatchError and creates nothing (never silently ignored)."""
+        """S-28, S-30, S-41, S-43, S-46: a declared capability works; an undeclared one is
+        refused with ``SubmitRefused`` at submit and creates nothing (never silently
+        ignored), or for ``logs`` is not implemented at all."""
         job = new_job()
         declared = capability in kit.declarations.capabilities
         gated = capability is Capability.GATING
+        if capability is Capability.LOGS:
+            self._check_logs(kit, job, new_job) if declared else self._check_no_logs(kit)
+            return
         spec = _spec_needing(kit.harness.long_spec(), capability)
         if not declared:
             with pytest.raises(DispatchError) as refused:
                 kit.backend.submit(job, 1, spec, gated)
-            assert not isinstance(refused.value, Unreachable), "a refusal is not Unreachable"
+            assert isinstance(refused.value, SubmitRefused), (
+                f"a submit asking for the undeclared capability {capability.value!r} raised "
+                f"{type(refused.value).__name__}; the hook spec names SubmitRefused, which "
+                "the core records as a failed submission (any other error is retried)"
+            )
             assert str(refused.value).strip(), "the refusal must say what is not supported"
             assert kit.objects(job) == (), "a refused submit created an object"
+            return
+        if capability is Capability.MULTI_NODE:
+            self._check_contract(kit, job)
+            return
+        if capability is Capability.EXCLUDE_NODES:
+            self._check_exclusion(kit, job)
             return
         object_id = kit.backend.submit(job, 1, spec, gated)
         if not gated:
             kit.wait_for(job, _alive, "listed alive")
             return
         self._check_gate(kit, job, object_id)
+
+    def _check_no_logs(self, kit: Kit) -> None:
+        assert not hasattr(kit.backend.plugin, "dispatch_logs"), (
+            "the backend implements dispatch_logs but does not declare the logs capability"
+        )
+
+    def _check_logs(self, kit: Kit, job: str, new_job: Callable[[], str]) -> None:
+        """S-46: what each submission printed, that submission's only; resumable."""
+        words = {n: f"kit-logs-{uuid.uuid4().hex[:8]}-submission-{n}" for n in (1, 2)}
+        ids = {
+            n: kit.backend.submit(job, n, kit.harness.printing_spec(w), False)
+            for n, w in words.items()
+        }
+        kit.wait_for(
+            job,
+            lambda objs: {o.submission for o in objs if not o.alive} >= {1, 2},
+            "both submissions ended",
+        )
+        for n, word in words.items():
+            chunks = list(kit.backend.logs(job, n, ids[n]))
+            assert all(isinstance(c, bytes) for c in chunks), "dispatch_logs yields bytes"
+            text = b"".join(chunks)
+            assert word.encode() in text, f"submission {n} printed {word!r}; its logs: {text!r}"
+            other = words[3 - n].encode()
+            assert other not in text, f"the logs of submission {n} hold submission {3 - n}'s"
+            at = text.index(word.encode())
+            rest = b"".join(kit.backend.logs(job, n, ids[n], offset=at))
+            assert rest == text[at:], f"logs from offset {at} are not the rest: {rest!r}"
+
+    def _check_contract(self, kit: Kit, job: str) -> None:
+        """S-41: every rank sees one MASTER_ADDR/PORT, its own RANK, and the same sizes."""
+        spec = kit.harness.contract_spec()
+        nodes, per = spec.resources.nodes, spec.resources.tasks_per_node
+        assert nodes >= 2, "Harness.contract_spec must ask for at least two nodes"
+        object_id = kit.backend.submit(job, 1, spec, False)
+        objects = kit.wait_for(job, lambda objs: bool(objs) and not _alive(objs), "ended")
+        obj = _object(objects, object_id)
+        assert obj is not None and obj.cause is not None and obj.cause.kind is CauseKind.NONE, (
+            f"the job printing its environment did not succeed: {obj and obj.cause}"
+        )
+        ran_on = obj.executions[-1].nodes if obj.executions else ()
+        assert len(ran_on) in (0, nodes), f"asked for {nodes} nodes, ran on {ran_on}"
+        world = nodes * per
+        try:
+            envs = kit.harness.task_environments(kit.backend, job, object_id, world)
+        except NotProvokable as exc:
+            _not_provokable(kit, exc)
+        assert len(envs) == world, f"{len(envs)} environments for {world} ranks"
+        for rank, env in enumerate(envs):
+            missing = [k for k in CONTRACT if not env.get(k)]
+            assert not missing, f"rank {rank} does not see {missing} (S-41)"
+            assert env["RANK"] == str(rank), f"rank {rank}'s task says RANK={env['RANK']}"
+            sizes = (env["WORLD_SIZE"], env["NNODES"], env["LOCAL_WORLD_SIZE"])
+            assert sizes == (str(world), str(nodes), str(per)), (
+                f"rank {rank}: WORLD_SIZE, NNODES, LOCAL_WORLD_SIZE = {sizes}, "
+                f"expected {world}, {nodes}, {per}"
+            )
+            ranks = (env["NODE_RANK"], env["LOCAL_RANK"])
+            assert ranks == (str(rank // per), str(rank % per)), (
+                f"rank {rank}: NODE_RANK, LOCAL_RANK = {ranks}, expected "
+                f"{rank // per}, {rank % per}"
+            )
+        for key in ("MASTER_ADDR", "MASTER_PORT"):
+            values = {env[key] for env in envs}
+            assert len(values) == 1, f"the ranks disagree on {key}: {sorted(values)} (S-41)"
+        port = envs[0]["MASTER_PORT"]
+        assert port.isdigit() and 0 < int(port) < 65536, f"MASTER_PORT={port!r}"
+
+    def _check_exclusion(self, kit: Kit, job: str) -> None:
+        """S-43: after a node-lost ending, a submission excluding the lost node keeps off
+        it, although the node is back and would otherwise be chosen again."""
+        multi = Capability.MULTI_NODE in kit.declarations.capabilities
+        scenario = Scenario.NODE_LOST_OF_N if multi else Scenario.NODE_LOST
+        reasons = kit.harness.not_provokable()
+        if scenario in reasons:
+            _not_provokable(kit, NotProvokable(reasons[scenario]))
+        if scenario not in kit.harness.scenarios():
+            pytest.fail(
+                f"{kit.name} declares exclude-nodes; the kit checks it after a "
+                f"{scenario.value!r} ending, which its harness neither provokes nor explains",
+                pytrace=False,
+            )
+        try:
+            provoked = kit.harness.provoke(scenario, kit.backend, job)
+        except NotProvokable as exc:
+            _not_provokable(kit, exc)
+        first = provoked.object_id
+
+        def lost(objs: tuple[ObjectView, ...]) -> bool:
+            obj = _object(objs, first) if first else None
+            return (
+                obj is not None and obj.cause is not None and obj.cause.kind is CauseKind.NODE_LOST
+            )
+
+        objects = kit.wait_for(job, lost, "showing node-lost", timeout=provoked.timeout)
+        obj = _object(objects, first or "")
+        assert obj is not None and obj.cause is not None
+        avoid = frozenset(obj.cause.nodes)
+        assert avoid, (
+            "a node-lost cause must name the lost node in Cause.nodes (S-42): there is "
+            "nothing for exclude-nodes to keep off"
+        )
+        if obj.alive:
+            kit.backend.stop(obj.object_id, STOP)
+            kit.wait_for(job, lambda objs: not _alive(objs), "the first object ended")
+        kit.harness.restore_nodes(avoid)
+        spec = kit.harness.multi_node_spec() if multi else kit.harness.long_spec()
+        second = kit.backend.submit(job, 2, spec.model_copy(update={"exclude_nodes": avoid}), False)
+
+        def running(objs: tuple[ObjectView, ...]) -> bool:
+            mine = _object(objs, second)
+            return mine is not None and mine.phase is Phase.RUNNING and bool(mine.executions)
+
+        objects = kit.wait_for(job, running, "submission 2 running")
+        again = _object(objects, second)
+        assert again is not None
+        nodes = set(again.executions[-1].nodes)
+        assert nodes, "a running object must list its nodes (Execution.nodes)"
+        assert not nodes & avoid, (
+            f"submission 2 excluded {sorted(avoid)} and runs on {sorted(nodes)} (S-43)"
+        )
 
     def _check_gate(self, kit: Kit, job: str, object_id: str) -> None:
         """Gated: shows gated and never starts until opened; then released, then runs."""
@@ -311,6 +479,8 @@ class BackendConformance:
                 }
                 if Capability.GATING in kit.declarations.capabilities:
                     calls["open_gate"] = lambda: kit.backend.open_gate(object_id)
+                if Capability.LOGS in kit.declarations.capabilities:
+                    calls["logs"] = lambda: list(kit.backend.logs(job, 1, object_id))
                 answered = {}
                 for what, call in calls.items():
                     try:
@@ -413,6 +583,26 @@ class BackendConformance:
                 f"unknown must carry the scheduler's answer verbatim: {provoked.raw!r} not in "
                 f"{cause.detail!r}"
             )
+        if scenario in MULTI_NODE_SCENARIOS:
+            ran_on = obj.executions[-1].nodes if obj.executions else ()
+            assert len(ran_on) >= 2, (
+                f"{scenario.value}: the object ran on {ran_on}; a multi-node scenario needs a "
+                "job of at least two nodes listing them (Execution.nodes)"
+            )
+            assert provoked.nodes, (
+                f"{scenario.value}: the harness must say which node it made fail (Provoked.nodes)"
+            )
+        if provoked.nodes:
+            assert set(cause.nodes) == set(provoked.nodes), (
+                f"{scenario.value}: the cause blames nodes {list(cause.nodes)}, the harness "
+                f"made {list(provoked.nodes)} fail: Cause.nodes names exactly the node lost "
+                "or whose rank failed, never the ones killed in its wake (S-42)"
+            )
+        if provoked.rank is not None:
+            assert cause.rank == provoked.rank, (
+                f"{scenario.value}: the cause names rank {cause.rank}, rank {provoked.rank} "
+                "failed (S-42)"
+            )
         if obj.phase is Phase.ENDED and obj.executions and scenario is not Scenario.UNMAPPABLE:
             last = obj.executions[-1].cause
             assert last is not None and last.kind is cause.kind, (
@@ -426,6 +616,28 @@ class BackendConformance:
             f"the first execution ended {first}, provoked {provoked.native_cause}"
         )
         assert obj.executions[1].index > obj.executions[0].index
+
+    # -- scripts -------------------------------------------------------------------------
+
+    def test_script_runs_by_its_own_interpreter(self, kit: Kit, new_job: Callable[[], str]) -> None:
+        """S-30: ``JobSpec.script`` is the script file's text, run by its own ``#!`` line
+        (here Python), never fed to sh: sh stops at the first Python line (exit 2)."""
+        script = SCRIPT.format(shebang=kit.harness.python_shebang)
+        try:
+            spec = kit.harness.script_spec(script)
+        except NotProvokable as exc:
+            _not_provokable(kit, exc)
+        assert spec.script == script, "Harness.script_spec must submit the script as given"
+        job = new_job()
+        object_id = kit.backend.submit(job, 1, spec, False)
+        objects = kit.wait_for(job, lambda objs: bool(objs) and not _alive(objs), "ended")
+        obj = _object(objects, object_id)
+        assert obj is not None and obj.cause is not None
+        assert obj.cause.kind is CauseKind.NONE, (
+            f"the Python script ended {obj.cause.kind.value} (exit {obj.cause.exit_code}, "
+            f"{obj.cause.detail!r}): a script must run by its own #! line "
+            f"({kit.harness.python_shebang}), not through sh, which fails it with exit 2"
+        )
 
     # -- encoding ------------------------------------------------------------------------
 
@@ -492,12 +704,21 @@ class BackendConformance:
         )
         supervisor = Supervisor(store, registry, owner="dispatch-kit", clock=kit.now)
         waited, limit = 0.0, kit.harness.timeout * (len(wanted) + 1)
+        first_submit: float | None = None
         try:
             while True:
                 supervisor.tick(kit.now())
                 job = load_job(store, job_id)
                 if job.hold is not None or job.outcome is not None:
                     break
+                if plugin.provoked and first_submit is None:
+                    first_submit = waited
+                if (
+                    first_submit is not None
+                    and waited - first_submit >= kit.harness.listing_grace
+                    and not kit.objects(job_id)
+                ):
+                    kit.fail_unlisted([job_id], waited - first_submit)
                 if waited > limit:
                     pytest.fail(f"after {waited:.0f}s the job is neither held nor ended: {job}")
                 kit.harness.wait(kit.harness.poll_interval)
@@ -511,6 +732,11 @@ class BackendConformance:
         assert [s.number for s in job.submissions] == list(range(1, len(wanted) + 1))
         preempted = 1 if Scenario.PREEMPTED in wanted else 0
         assert job.spent.get(0, 0) == preempted, f"budgets spent: {job.spent}"
+        if Capability.GATING not in kit.declarations.capabilities:
+            assert plugin.gate_calls == [], (
+                f"dispatch opened gates {plugin.gate_calls} of a backend without gating: "
+                "such a backend may leave dispatch_open_gate out"
+            )
         status = status_of(store, registry, job_id, now=kit.now())
         assert status.state is State.HELD
         assert status.cause is not None and status.cause.kind is CauseKind.NON_ZERO_EXIT

@@ -38,6 +38,8 @@ class ProvokingPlugin:
         self.real = real
         self.script = dict(script)
         self.provoked: dict[int, Provoked] = {}
+        #: every object whose gate dispatch opened; stays empty for a backend without gating
+        self.gate_calls: list[str] = []
 
     @hookimpl
     def dispatch_declare(self) -> Declarations:
@@ -62,6 +64,7 @@ class ProvokingPlugin:
 
     @hookimpl
     def dispatch_open_gate(self, object_id: str) -> None:
+        self.gate_calls.append(object_id)
         self.real.open_gate(object_id)
 
     @hookimpl

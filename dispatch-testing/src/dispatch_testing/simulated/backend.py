@@ -5,8 +5,15 @@ crash, lists many jobs in one scheduler call, maps the scheduler's words through
 reports what it cannot map as ``unknown`` with the words verbatim, and translates a silent
 controller into :class:`dispatch.Unreachable`. The supervisor's tests and benchmarks run on it.
 
-Registered as ``dispatch.backends: simulated``; loaded from the entry point it gets a fresh
-in-memory scheduler of its own, so share one by constructing it yourself::
+Multi-node: it builds the launch contract (S-41) from the scheduler's per-task variables,
+keeps a resubmission off the nodes ``spec.exclude_nodes`` names (S-43), attributes an
+ending to the node and rank the scheduler blames (S-42) and takes an execution's cause
+from its tasks' endings by the core's root-cause rule. It serves what the tasks printed
+through ``dispatch_logs`` (S-46).
+
+Its ``dispatch.backends: simulated`` entry point exists only while registered (see
+:mod:`.registration`); loaded from it the backend gets a fresh in-memory scheduler of its
+own, so share one by constructing it yourself::
 
     scheduler = SimScheduler()
     registry = Registry.from_plugins({"simulated": SimulatedBackend(scheduler)})
@@ -14,7 +21,8 @@ in-memory scheduler of its own, so share one by constructing it yourself::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import zlib
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import ClassVar
 
@@ -27,15 +35,25 @@ from dispatch import (
     Discovery,
     Execution,
     JobSpec,
+    Launcher,
     ObjectView,
     Phase,
     Provenance,
+    SubmitRefused,
     Unreachable,
     hookimpl,
 )
+from dispatch.cause import root_cause
 from dispatch.errors import BadInput
 
-from dispatch_testing.simulated.scheduler import ExecRow, Row, SchedulerDown, SimScheduler
+from dispatch_testing.simulated.scheduler import (
+    KILLED,
+    ExecRow,
+    Row,
+    SchedulerDown,
+    SimScheduler,
+    TaskRow,
+)
 
 #: the scheduler's word -> (phase, the cause kind it means, who says so); None: no cause
 _ENDINGS: dict[str, tuple[CauseKind, Provenance]] = {
@@ -67,6 +85,26 @@ REPORTS = (
     | frozenset(_WAITING.values())
     | {CauseKind.UNKNOWN}
 )
+
+#: S-41, built from the scheduler's per-task variables (expanded by the scheduler per task)
+CONTRACT = {
+    "MASTER_ADDR": "${SIM_FIRST_NODE}",
+    "WORLD_SIZE": "${SIM_NTASKS}",
+    "RANK": "${SIM_PROCID}",
+    "LOCAL_RANK": "${SIM_LOCALID}",
+    "NODE_RANK": "${SIM_NODEID}",
+    "NNODES": "${SIM_NNODES}",
+    "LOCAL_WORLD_SIZE": "${SIM_TASKS_PER_NODE}",
+}
+#: torchrun's own variables, for ``launcher = torchrun`` (one torchrun per node)
+TORCHRUN = {
+    "PET_NNODES": "${SIM_NNODES}",
+    "PET_NODE_RANK": "${SIM_NODEID}",
+    "PET_NPROC_PER_NODE": "${SIM_TASKS_PER_NODE}",
+    "PET_MASTER_ADDR": "${SIM_FIRST_NODE}",
+}
+#: the kit reads a log in chunks of this size at most
+CHUNK = 64 * 1024
 
 OPTIONS = {
     "requeue": "how many times the scheduler itself requeues the object after a "
@@ -118,13 +156,26 @@ class SimulatedBackend:
         return Discovery(backend=self.name, at=self.scheduler.now(), objects=tuple(objects))
 
     @hookimpl
+    def dispatch_validate(self, spec: JobSpec) -> None:
+        raw = spec.options.get("requeue", "0")
+        if not raw.isdigit():
+            raise BadInput(f"option requeue={raw!r}: expected a whole number of requeues")
+
+    @hookimpl
     def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
         raw = spec.options.get("requeue", "0")
         if not raw.isdigit():
-            raise BadInput(f"option requeue={raw!r} of job {job_id}: expected a whole number")
+            raise SubmitRefused(f"option requeue={raw!r} of job {job_id}: expected a whole number")
         tags = {SimScheduler.TAG_JOB: job_id, SimScheduler.TAG_SUBMISSION: str(submission)}
+        port = str(29500 + zlib.crc32(f"{job_id}/{submission}".encode()) % 20000)
+        contract = {**CONTRACT, "MASTER_PORT": port}
+        if spec.launcher is Launcher.TORCHRUN:
+            contract |= {**TORCHRUN, "PET_MASTER_PORT": port}
+        spec = spec.model_copy(update={"env": {**spec.env, **contract}})
         try:
-            return self.scheduler.submit(tags, spec, hold=gated, requeue=int(raw))
+            return self.scheduler.submit(
+                tags, spec, hold=gated, requeue=int(raw), exclude=spec.exclude_nodes
+            )
         except SchedulerDown as exc:
             raise Unreachable(f"simulated scheduler: {exc}") from exc
 
@@ -141,6 +192,28 @@ class SimulatedBackend:
             self.scheduler.cancel(object_id, cause.detail, who=cause.actor or "dispatch")
         except SchedulerDown as exc:
             raise Unreachable(f"simulated scheduler: {exc}") from exc
+
+    @hookimpl
+    def dispatch_logs(
+        self,
+        job_id: str,
+        submission: int,
+        object_id: str,
+        stream: str,
+        node: str | None,
+        rank: int | None,
+        offset: int,
+    ) -> Iterable[bytes]:
+        if stream not in ("stdout", "stderr"):
+            raise BadInput(f"stream {stream!r}: expected stdout or stderr")
+        try:
+            printed = self.scheduler.output(object_id, stream, node=node, rank=rank)
+        except SchedulerDown as exc:
+            raise Unreachable(f"simulated scheduler: {exc}") from exc
+        except LookupError as exc:
+            raise BadInput(f"logs of job {job_id} submission {submission}: {exc}") from exc
+        rest = printed[offset:]
+        return (rest[i : i + CHUNK] for i in range(0, len(rest), CHUNK))
 
     # -- mapping the scheduler's words ---------------------------------------------------
 
@@ -161,9 +234,10 @@ class SimulatedBackend:
         if not job_id or not submission.isdigit() or int(submission) < 1:
             return None  # not one of ours: the tags are how we know
         executions = tuple(self._execution(e) for e in row.executions)
-        phase, cause = self._map(
-            row.state, row.reason, row.exit_code, row.executions[-1], row.since
-        )
+        last = row.executions[-1]
+        phase, cause = self._map(row.state, row.reason, row.exit_code, last, row.since)
+        if phase is Phase.ENDED and executions[-1].node_causes and row.state in _ENDINGS:
+            cause = executions[-1].cause  # the root cause of its tasks' endings (S-42)
         return ObjectView(
             object_id=row.object_id,
             job_id=job_id,
@@ -180,12 +254,36 @@ class SimulatedBackend:
         ended = e.state in _ENDINGS or (
             cause is not None and cause.kind is CauseKind.UNKNOWN and e.ended_at is not None
         )
+        node_causes: tuple[Cause, ...] = ()
+        if ended and len(e.tasks) > 1 and all(t.ended_at is not None for t in e.tasks):
+            node_causes = tuple(self._task_cause(t) for t in e.tasks)
+            cause = self._root(node_causes) or cause
         return Execution(
             index=e.index,
             started_at=e.started_at,
             ended_at=e.ended_at,
             nodes=e.nodes,
             cause=cause if ended else None,
+            node_causes=node_causes,
+        )
+
+    def _root(self, node_causes: tuple[Cause, ...]) -> Cause | None:
+        """Which task's ending ended the execution: the core's rule (S-21, S-42)."""
+        return root_cause(node_causes)
+
+    def _task_cause(self, task: TaskRow) -> Cause:
+        if task.state == KILLED:
+            kind, provenance = CauseKind.CANCELLED, Provenance.SCHEDULER
+        else:
+            kind, provenance = _ENDINGS.get(task.state, (CauseKind.UNKNOWN, Provenance.SCHEDULER))
+        return Cause(
+            kind=kind,
+            provenance=provenance,
+            detail=task.reason or task.state,
+            exit_code=task.exit_code,
+            at=task.ended_at,
+            nodes=(task.node,),
+            rank=task.rank,
         )
 
     def _map(
@@ -197,6 +295,7 @@ class SimulatedBackend:
         since: datetime | None,
     ) -> tuple[Phase, Cause | None]:
         at = last.ended_at or since
+        blamed = {"nodes": last.failed_nodes, "rank": last.failed_rank}
         if state in _ENDINGS:
             kind, provenance = _ENDINGS[state]
             actor = None
@@ -209,12 +308,17 @@ class SimulatedBackend:
                 detail=reason or state,
                 exit_code=exit_code,
                 at=at,
+                **(blamed if kind not in (CauseKind.NONE, CauseKind.CANCELLED) else {}),
             )
         if state in _ALIVE:
             for (word, prefix), kind in _WAITING.items():
                 if word == state and reason.startswith(prefix) and (reason or word == "HELD"):
                     cause = Cause(
-                        kind=kind, provenance=Provenance.SCHEDULER, detail=reason or state, at=at
+                        kind=kind,
+                        provenance=Provenance.SCHEDULER,
+                        detail=reason or state,
+                        at=at,
+                        **(blamed if kind is CauseKind.NODE_LOST else {}),
                     )
                     return _ALIVE[state], cause
             return _ALIVE[state], None

@@ -14,11 +14,19 @@ from datetime import datetime, timedelta
 
 from dispatch import Backend, CauseKind, JobSpec, Resources, SubmitRefused
 
-from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
+from dispatch_testing.harness import (
+    MULTI_NODE_SCENARIOS,
+    Harness,
+    NotProvokable,
+    Provoked,
+    Scenario,
+)
 from dispatch_testing.simulated import registration
 from dispatch_testing.simulated import scheduler as sim
 from dispatch_testing.simulated.backend import SimulatedBackend
 
+#: the rank the multi-node rank-failure scenario makes fail (on the job's second node)
+FAILING_RANK = 3
 UNMAPPABLE_ANSWER = "SUSPENDED_BY_OPERATOR (maintenance window 7)"
 #: the scheduler's words this harness makes it say, which the causes must keep verbatim
 WORDS = {
@@ -80,6 +88,7 @@ class SimulatedHarness(Harness):
             Scenario.OUT_OF_MEMORY: sim.out_of_memory(5),
             Scenario.LAUNCH_FAILED: sim.launch_failure(),
             Scenario.NATIVE_RECOVERY: sim.Outcome(5, "PREEMPTED", "Preempted by job 7 (high)"),
+            Scenario.RANK_FAILED: sim.rank_fails(FAILING_RANK, 5, after=5),
         }
         if scenario in plans:
             # the submit below is filed under whatever submission the kit asks for, so
@@ -97,6 +106,8 @@ class SimulatedHarness(Harness):
             extra["native_cause"] = CauseKind.PREEMPTED
         elif scenario in (Scenario.EXIT_NONZERO, Scenario.SIGNAL):
             extra["exit_code"] = 3 if scenario is Scenario.EXIT_NONZERO else 137
+        elif scenario in MULTI_NODE_SCENARIOS:
+            spec = self.multi_node_spec()
         try:
             object_id = backend.submit(job_id, 1, spec, False)
         except SubmitRefused as exc:  # not reached: launch failures are discovered
@@ -104,8 +115,20 @@ class SimulatedHarness(Harness):
         if scenario is Scenario.HELD_BY_SCHEDULER:
             scheduler.admin_hold(object_id, WORDS[scenario])
         self.wait(2)  # it starts after the scheduler's start delay
+        nodes = scheduler.nodes_of(object_id)
         if scenario is Scenario.PREEMPTED:
             scheduler.preempt(object_id, WORDS[scenario])
+        elif scenario is Scenario.NODE_LOST:
+            # the planned loss comes in 5 s, on the job's last node
+            extra["nodes"] = nodes[-1:]
+            extra["detail"] = f"NodeNotResponding: {nodes[-1]} lost heartbeat"
+        elif scenario is Scenario.NODE_LOST_OF_N:
+            lost = scheduler.lose_node(object_id, node=nodes[-1])
+            extra["nodes"] = (lost,)
+            extra["detail"] = f"NodeFail: {lost} lost heartbeat"
+        elif scenario is Scenario.RANK_FAILED:
+            per_node = spec.resources.tasks_per_node
+            extra.update(exit_code=5, rank=FAILING_RANK, nodes=(nodes[FAILING_RANK // per_node],))
         elif scenario is Scenario.CANCELLED_BY_SCHEDULER:
             scheduler.admin_cancel(object_id, who="root")
         elif scenario is Scenario.UNMAPPABLE:
@@ -113,7 +136,7 @@ class SimulatedHarness(Harness):
             extra["raw"] = UNMAPPABLE_ANSWER
         if scenario in WORDS:
             extra["detail"] = WORDS[scenario]
-        elif scenario in plans and plans[scenario].reason:
+        elif scenario in plans and plans[scenario].reason and "detail" not in extra:
             extra["detail"] = plans[scenario].reason
         return Provoked(object_id=object_id, timeout=120.0, **extra)  # type: ignore[arg-type]
 

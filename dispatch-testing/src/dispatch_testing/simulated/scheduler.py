@@ -21,10 +21,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
+import subprocess
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from string import Template
 
 from dispatch import JobSpec
 
@@ -66,13 +71,22 @@ class Clock:
 class Outcome:
     """How one execution ends, ``after`` seconds of running: the scheduler's word, its
     reason text and exit code. ``keeps_running``: the node is gone but the object keeps
-    reporting RUNNING with ``reason`` (the FailureTarget case)."""
+    reporting RUNNING with ``reason`` (the FailureTarget case).
+
+    ``rank``: a failure of that one task (rank) of a multi-task execution; the scheduler
+    kills the other tasks :attr:`SimScheduler.kill_delay` seconds later (kill-on-bad-exit),
+    so they are killed *in its wake*. ``node``: for a node loss, the index of the node lost
+    (None: the last node of the execution, a non-batch node when there are several).
+    ``{node}`` in ``reason`` is replaced by the node's name when the ending happens.
+    """
 
     after: float
     state: str
     reason: str = ""
     exit_code: int | None = None
     keeps_running: bool = False
+    rank: int | None = None
+    node: int | None = None
 
 
 def succeed(after: float = 1.0) -> Outcome:
@@ -87,8 +101,14 @@ def killed_by_signal(signal: int = 9, after: float = 1.0) -> Outcome:
     return Outcome(after, "FAILED", f"NonZeroExitCode: killed by signal {signal}", 128 + signal)
 
 
-def out_of_memory(after: float = 1.0) -> Outcome:
-    return Outcome(after, "OUT_OF_MEMORY", "OutOfMemory: task 0 exceeded its memory limit", 137)
+def out_of_memory(after: float = 1.0, rank: int = 0) -> Outcome:
+    return Outcome(
+        after,
+        "OUT_OF_MEMORY",
+        f"OutOfMemory: task {rank} exceeded its memory limit",
+        137,
+        rank=rank,
+    )
 
 
 def launch_failure(
@@ -97,14 +117,42 @@ def launch_failure(
     return Outcome(0.0, "BOOT_FAIL", reason, None)
 
 
-def node_loss(after: float = 1.0, keeps_running: bool = False) -> Outcome:
+def node_loss(after: float = 1.0, keeps_running: bool = False, node: int | None = None) -> Outcome:
     if keeps_running:
-        return Outcome(after, "RUNNING", "NodeNotResponding: sim-node lost heartbeat", None, True)
-    return Outcome(after, "NODE_FAIL", "NodeFail: sim-node lost heartbeat", None)
+        reason = "NodeNotResponding: {node} lost heartbeat"
+        return Outcome(after, "RUNNING", reason, None, True, node=node)
+    return Outcome(after, "NODE_FAIL", "NodeFail: {node} lost heartbeat", None, node=node)
+
+
+def rank_fails(rank: int, code: int, after: float = 1.0) -> Outcome:
+    """One task exits ``code``; the scheduler then kills the others (kill-on-bad-exit)."""
+    return Outcome(
+        after, "FAILED", f"NonZeroExitCode: task {rank} exit code {code}", code, rank=rank
+    )
 
 
 def runs_forever() -> Outcome:
     return Outcome(float("inf"), "COMPLETED", "", 0)
+
+
+#: a task's word once the scheduler killed it because another task failed
+KILLED = "KILLED"
+
+
+@dataclass
+class SimTask:
+    """One task (rank) of an execution, on one node, with what it printed."""
+
+    rank: int
+    node: str
+    local_rank: int
+    env: dict[str, str]
+    state: str = "RUNNING"
+    exit_code: int | None = None
+    reason: str = ""
+    ended_at: datetime | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
 
 
 @dataclass
@@ -118,6 +166,10 @@ class SimExecution:
     nodes: tuple[str, ...] = ()
     #: when the scheduler started giving the current reason
     reason_at: datetime | None = None
+    tasks: list[SimTask] = field(default_factory=list)
+    #: the nodes the scheduler blames for the ending (lost, or running the failed task)
+    failed_nodes: tuple[str, ...] = ()
+    failed_rank: int | None = None
 
 
 @dataclass
@@ -128,6 +180,7 @@ class SimObject:
     created_at: datetime
     gated: bool
     requeues_left: int = 0
+    exclude: frozenset[str] = frozenset()
     admin_hold: str | None = None
     admin_hold_at: datetime | None = None
     garbled: str | None = None
@@ -137,6 +190,8 @@ class SimObject:
     outcomes: list[Outcome] = field(default_factory=list)
     #: how the running execution will end, once started
     in_flight: Outcome | None = None
+    #: the nodes reserved for (or running) the current execution
+    held_nodes: tuple[str, ...] = ()
     #: bumped whenever a scheduled event of this object becomes stale
     epoch: int = 0
     #: bumped whenever what a listing shows of it changes; its row is cached per version
@@ -154,6 +209,16 @@ class SimObject:
 
 
 @dataclass(frozen=True)
+class TaskRow:
+    rank: int
+    node: str
+    state: str
+    exit_code: int | None
+    reason: str
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True)
 class ExecRow:
     index: int
     state: str
@@ -163,6 +228,9 @@ class ExecRow:
     ended_at: datetime | None
     nodes: tuple[str, ...]
     reason_at: datetime | None = None
+    tasks: tuple[TaskRow, ...] = ()
+    failed_nodes: tuple[str, ...] = ()
+    failed_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -182,11 +250,33 @@ class Row:
 
 class SimScheduler:
     """The scheduler. Client calls (counted in :attr:`calls`): :meth:`submit`,
-    :meth:`release`, :meth:`cancel`, :meth:`list`. Everything else is the operator's or
-    the test's hand: it is not counted and works while the scheduler is down."""
+    :meth:`release`, :meth:`cancel`, :meth:`list`, :meth:`state_of`, :meth:`output`.
+    Everything else is the operator's or the test's hand: it is not counted and works while
+    the scheduler is down.
+
+    Nodes are named ``<prefix>-node-001``...; an execution gets the lowest-numbered free
+    nodes it is not told to avoid (``exclude``), so a resubmission lands on the node that
+    just failed unless it is kept off it. A lost node comes back at once (it rebooted).
+
+    Each task of an execution sees the scheduler's own variables (``SIM_JOB_ID``,
+    ``SIM_NODELIST``, ``SIM_FIRST_NODE``, ``SIM_NNODES``, ``SIM_NODEID``, ``SIM_PROCID``,
+    ``SIM_LOCALID``, ``SIM_NTASKS``, ``SIM_TASKS_PER_NODE``), and ``${SIM_...}`` in the
+    values of ``spec.env`` is expanded per task, the way a pod's env can refer to its own
+    fields: that is how an adapter builds a launch contract from them.
+
+    Commands are simulated: ``sleep N`` runs N seconds, ``false`` exits 1, ``echo WORDS``
+    prints WORDS, ``env`` prints the task's environment, anything else runs 1 second and
+    exits 0. A *script* really runs, once per task, when its execution starts: its text is
+    written to a file and exec'd, so its own ``#!`` line chooses the interpreter, as a real
+    scheduler does; its exit status and output are the task's (its clock time is 1 second).
+    """
 
     TAG_JOB = "dispatch.job"
     TAG_SUBMISSION = "dispatch.submission"
+    #: seconds between one task's failure and the scheduler killing the others
+    kill_delay = 0.5
+    #: wall-clock seconds a real script may run before the scheduler kills it
+    script_timeout = 60.0
 
     def __init__(
         self,
@@ -197,7 +287,6 @@ class SimScheduler:
     ) -> None:
         self.clock = clock or Clock()
         self.total_nodes = nodes
-        self.free_nodes = nodes
         self.start_delay = start_delay
         self.prefix = prefix
         self.calls = 0
@@ -212,6 +301,18 @@ class SimScheduler:
         self._duplicates: dict[tuple[str, int], int] = {}
         self._queue: list[str] = []
         self._events: list[tuple[datetime, int, str, int, str]] = []
+        #: free node numbers (a heap) below ``_highest``; numbers above it are free too
+        #: when the cluster is unlimited
+        self._free: list[int] = list(range(1, (nodes or 0) + 1))
+        self._free_set = set(self._free)
+        self._highest = nodes or 0
+
+    @property
+    def free_nodes(self) -> int | None:
+        return None if self.total_nodes is None else len(self._free)
+
+    def node_name(self, number: int) -> str:
+        return f"{self.prefix}-node-{number:03d}"
 
     # -- time ----------------------------------------------------------------------------
 
@@ -231,6 +332,8 @@ class SimScheduler:
                 continue
             if what == "start":
                 self._start(obj)
+            elif what == "kill":
+                self._kill_in_wake(obj)
             else:
                 self._finish(obj)
         self.clock._set(until)
@@ -245,8 +348,7 @@ class SimScheduler:
 
     def plan(self, job_id: str, submission: int, *outcomes: Outcome) -> None:
         """Script how each execution of that submission's object will end, in order; once
-        the script is spent, an execution runs as its command says (``sleep N``: N seconds,
-        ``false``: exit 1, anything else: 1 second then exit 0)."""
+        the script is spent, an execution runs as its command says (see the class)."""
         self._plans[(job_id, submission)] = list(outcomes)
 
     def duplicate_next(self, job_id: str, submission: int, extra: int = 1) -> None:
@@ -294,19 +396,25 @@ class SimScheduler:
     def preempt(self, object_id: str, reason: str = "Preempted by a higher priority job") -> None:
         self._end_now(self._objects[object_id], "PREEMPTED", reason, None)
 
-    def lose_node(self, object_id: str, keeps_running: bool = False) -> None:
-        obj = self._objects[object_id]
-        outcome = node_loss(0.0, keeps_running)
-        if keeps_running:
-            self._say(obj, obj.current, outcome.reason)
-            obj.in_flight = None
-            obj.epoch += 1
-        else:
-            self._end_now(obj, outcome.state, outcome.reason, None)
+    def lose_node(
+        self, object_id: str, keeps_running: bool = False, node: str | None = None
+    ) -> str:
+        """A node of the running execution dies (default: its last node); returns its name.
 
-    def kill_oom(self, object_id: str) -> None:
-        outcome = out_of_memory()
-        self._end_now(self._objects[object_id], outcome.state, outcome.reason, outcome.exit_code)
+        Its tasks end ``NODE_FAIL`` and the others are killed in its wake, unless
+        ``keeps_running``: then the object keeps reporting RUNNING, saying the node is lost.
+        """
+        obj = self._objects[object_id]
+        execution = obj.current
+        nodes = execution.nodes or obj.held_nodes
+        index = nodes.index(node) if node is not None else None
+        outcome = node_loss(0.0, keeps_running, node=index)
+        return self._lose(obj, outcome)
+
+    def nodes_of(self, object_id: str) -> tuple[str, ...]:
+        """The nodes the object's current execution runs on (or has reserved)."""
+        obj = self._objects[object_id]
+        return obj.current.nodes or obj.held_nodes
 
     def admin_cancel(self, object_id: str, who: str = "root") -> None:
         self._end_now(self._objects[object_id], "CANCELLED", f"cancelled by {who}", None)
@@ -319,6 +427,7 @@ class SimScheduler:
             obj.epoch += 1
             if obj.object_id in self._queue:
                 self._queue.remove(obj.object_id)
+            self._release_nodes(obj)
 
     def admin_release(self, object_id: str) -> None:
         obj = self._objects[object_id]
@@ -339,9 +448,15 @@ class SimScheduler:
             raise SchedulerDown(f"{self.prefix}ctld: connection refused")
 
     def submit(
-        self, tags: dict[str, str], spec: JobSpec, hold: bool = False, requeue: int = 0
+        self,
+        tags: dict[str, str],
+        spec: JobSpec,
+        hold: bool = False,
+        requeue: int = 0,
+        exclude: frozenset[str] = frozenset(),
     ) -> str:
-        """Queue an object; ``hold`` keeps it GATED until :meth:`release`."""
+        """Queue an object; ``hold`` keeps it GATED until :meth:`release`; ``exclude``
+        names nodes it must never run on."""
         self._call()
         key = (tags.get(self.TAG_JOB, ""), int(tags.get(self.TAG_SUBMISSION, "0") or 0))
         copies = 1 + self._duplicates.pop(key, 0)
@@ -355,6 +470,7 @@ class SimScheduler:
                 created_at=self.clock.now(),
                 gated=hold,
                 requeues_left=requeue,
+                exclude=frozenset(exclude),
                 outcomes=list(self._plans.get(key, ())),
             )
             obj.executions.append(SimExecution(index=0, state="GATED" if hold else "PENDING"))
@@ -404,6 +520,32 @@ class SimScheduler:
                 rows.append(self._row(obj))
         return rows
 
+    def output(
+        self,
+        object_id: str,
+        stream: str = "stdout",
+        node: str | None = None,
+        rank: int | None = None,
+    ) -> bytes:
+        """What an object's tasks printed, every execution in order, each execution's
+        tasks in node then rank order; only that node's or rank's when given. An unknown
+        object printed nothing; a node or rank it never ran raises ``LookupError``."""
+        self._call()
+        obj = self._objects.get(object_id)
+        if obj is None:
+            return b""
+        tasks = [t for e in obj.executions for t in e.tasks]
+        if node is not None and all(t.node != node for t in tasks):
+            raise LookupError(f"{object_id} never ran on node {node!r}")
+        if rank is not None and all(t.rank != rank for t in tasks):
+            raise LookupError(f"{object_id} has no rank {rank}")
+        chosen = [
+            t
+            for t in tasks
+            if (node is None or t.node == node) and (rank is None or t.rank == rank)
+        ]
+        return b"".join(t.stdout if stream == "stdout" else t.stderr for t in chosen)
+
     # -- the machinery -------------------------------------------------------------------
 
     def _row(self, obj: SimObject) -> Row:
@@ -423,6 +565,12 @@ class SimScheduler:
                 e.ended_at,
                 e.nodes,
                 e.reason_at,
+                tuple(
+                    TaskRow(t.rank, t.node, t.state, t.exit_code, t.reason, t.ended_at)
+                    for t in e.tasks
+                ),
+                e.failed_nodes,
+                e.failed_rank,
             )
             for e in obj.executions
         )
@@ -451,44 +599,161 @@ class SimScheduler:
     def _needs(self, obj: SimObject) -> int:
         return obj.spec.resources.nodes
 
+    # -- nodes ---------------------------------------------------------------------------
+
+    def _usable(self, obj: SimObject) -> int | None:
+        """How many nodes of the whole cluster this object may ever use (None: unlimited)."""
+        if self.total_nodes is None:
+            return None
+        if not obj.exclude:
+            return self.total_nodes
+        barred = sum(1 for n in range(1, self.total_nodes + 1) if self.node_name(n) in obj.exclude)
+        return self.total_nodes - barred
+
+    def _take(self, obj: SimObject) -> tuple[str, ...] | None:
+        """The lowest-numbered free nodes the object may use, reserved; None if too few."""
+        needs, taken, skipped = self._needs(obj), [], []
+        while len(taken) < needs and self._free:
+            number = heapq.heappop(self._free)
+            (skipped if self.node_name(number) in obj.exclude else taken).append(number)
+        while len(taken) < needs and self.total_nodes is None:
+            self._highest += 1
+            number = self._highest
+            (skipped if self.node_name(number) in obj.exclude else taken).append(number)
+        for number in skipped:
+            heapq.heappush(self._free, number)
+        if len(taken) < needs:
+            for number in taken:
+                heapq.heappush(self._free, number)
+            return None
+        self._free_set.difference_update(taken)
+        self._free_set.update(skipped)
+        return tuple(self.node_name(n) for n in taken)
+
+    def _release_nodes(self, obj: SimObject) -> None:
+        for name in obj.held_nodes:
+            number = int(name.rsplit("-", 1)[1])
+            if number not in self._free_set:
+                self._free_set.add(number)
+                heapq.heappush(self._free, number)
+        obj.held_nodes = ()
+
     def _try_start(self, obj: SimObject) -> None:
         if obj.gated or obj.admin_hold is not None or obj.current.state != "PENDING":
             return
-        if self.free_nodes is not None:
+        usable = self._usable(obj)
+        if usable is not None and self._needs(obj) > usable:
             assert self.total_nodes is not None
-            if self._needs(obj) > self.total_nodes:
-                self._say(
-                    obj,
-                    obj.current,
-                    f"Resources: {self._needs(obj)} nodes requested, "
-                    f"the cluster has {self.total_nodes}",
-                )
-                return
-            if self._needs(obj) > self.free_nodes or self._queue:
-                self._say(obj, obj.current, "Resources: waiting for free nodes")
-                if obj.object_id not in self._queue:
-                    self._queue.append(obj.object_id)
-                return
-            self.free_nodes -= self._needs(obj)
+            excluded = self.total_nodes - usable
+            self._say(
+                obj,
+                obj.current,
+                f"Resources: {self._needs(obj)} nodes requested, "
+                f"the cluster has {self.total_nodes}"
+                + (f" ({excluded} excluded)" if excluded else ""),
+            )
+            return
+        nodes = None if self._queue else self._take(obj)
+        if nodes is None:
+            self._say(obj, obj.current, "Resources: waiting for free nodes")
+            if obj.object_id not in self._queue:
+                self._queue.append(obj.object_id)
+            return
+        self._begin(obj, nodes)
+
+    def _begin(self, obj: SimObject, nodes: tuple[str, ...]) -> None:
+        obj.held_nodes = nodes
         self._say(obj, obj.current, "")
         if self.start_delay:
             self._at(self.start_delay, obj, "start")
         else:
             self._start(obj)
 
-    def _outcome(self, obj: SimObject) -> Outcome:
+    def _drain_queue(self) -> None:
+        while self._queue:
+            obj = self._objects[self._queue[0]]
+            nodes = self._take(obj)
+            if nodes is None:
+                return
+            self._queue.pop(0)
+            self._begin(obj, nodes)
+
+    # -- running -------------------------------------------------------------------------
+
+    def _outcome(self, obj: SimObject, tasks: list[SimTask]) -> Outcome:
         if obj.outcomes:
             return obj.outcomes.pop(0)
+        if obj.spec.script is not None:
+            return self._run_script(obj.spec.script, tasks)
         command = obj.spec.command
         if len(command) == 2 and command[0] == "sleep":
             return succeed(float(command[1]))
         if command[:1] == ("false",):
             return exit_with(1)
+        for task in tasks:
+            if command[:1] == ("echo",):
+                task.stdout += (" ".join(command[1:]) + "\n").encode()
+            elif command == ("env",):
+                task.stdout += "".join(f"{k}={v}\n" for k, v in sorted(task.env.items())).encode()
         return succeed(1.0)
+
+    def _run_script(self, script: str, tasks: list[SimTask]) -> Outcome:
+        """Run the script for real, once per task: exec of its file, so its ``#!`` decides."""
+        with tempfile.TemporaryDirectory(prefix="sim-script-") as where:
+            path = Path(where, "script")
+            path.write_text(script, encoding="utf-8")
+            path.chmod(0o700)
+            for task in tasks:
+                try:
+                    done = subprocess.run(
+                        [str(path)],
+                        env={**os.environ, **task.env},
+                        capture_output=True,
+                        timeout=self.script_timeout,
+                        cwd=where,
+                    )
+                except OSError as exc:  # no #! line, an interpreter that does not exist
+                    return launch_failure(f"BootFail: exec of the script failed: {exc.strerror}")
+                except subprocess.TimeoutExpired:
+                    task.exit_code = 137
+                    return Outcome(1.0, "FAILED", "NonZeroExitCode: script timed out", 137)
+                task.stdout, task.stderr = done.stdout, done.stderr
+                if done.returncode != 0:
+                    code = done.returncode if done.returncode > 0 else 128 - done.returncode
+                    if len(tasks) == 1:
+                        return exit_with(code)
+                    return rank_fails(task.rank, code)
+        return succeed(1.0)
+
+    def _tasks(self, obj: SimObject, nodes: tuple[str, ...]) -> list[SimTask]:
+        per_node = obj.spec.resources.tasks_per_node
+        base = {
+            "SIM_JOB_ID": obj.object_id,
+            "SIM_NODELIST": ",".join(nodes),
+            "SIM_FIRST_NODE": nodes[0] if nodes else "",
+            "SIM_NNODES": str(len(nodes)),
+            "SIM_NTASKS": str(len(nodes) * per_node),
+            "SIM_TASKS_PER_NODE": str(per_node),
+        }
+        tasks = []
+        for node_id, node in enumerate(nodes):
+            for local in range(per_node):
+                rank = node_id * per_node + local
+                own = {
+                    **base,
+                    "SIM_NODEID": str(node_id),
+                    "SIM_PROCID": str(rank),
+                    "SIM_LOCALID": str(local),
+                }
+                env = {k: Template(v).safe_substitute(own) for k, v in obj.spec.env.items()}
+                tasks.append(SimTask(rank, node, local, {**own, **env}))
+        return tasks
 
     def _start(self, obj: SimObject) -> None:
         execution = obj.current
-        outcome = self._outcome(obj)
+        nodes = obj.held_nodes
+        tasks = self._tasks(obj, nodes)
+        outcome = self._outcome(obj, tasks)
         if outcome.state == "BOOT_FAIL":
             execution.nodes = ()
             self._end_now(obj, outcome.state, outcome.reason, outcome.exit_code)
@@ -496,8 +761,8 @@ class SimScheduler:
         execution.state = "RUNNING"
         obj.version += 1
         execution.started_at = self.clock.now()
-        count = self._needs(obj)
-        execution.nodes = tuple(f"{self.prefix}-node-{n:03d}" for n in range(1, count + 1))
+        execution.nodes = nodes
+        execution.tasks = tasks
         limit = obj.spec.resources.time_limit
         if limit is not None and outcome.after > limit.total_seconds():
             outcome = Outcome(
@@ -511,27 +776,96 @@ class SimScheduler:
         outcome = obj.in_flight
         assert outcome is not None
         obj.in_flight = None
-        if outcome.keeps_running:
-            self._say(obj, obj.current, outcome.reason)
-            obj.epoch += 1
+        if outcome.state in ("NODE_FAIL",) or outcome.keeps_running:
+            self._lose(obj, outcome)
             return
-        self._end_now(obj, outcome.state, outcome.reason, outcome.exit_code)
+        execution = obj.current
+        if outcome.rank is not None and len(execution.tasks) > 1:
+            # one task fails now; the others are killed a moment later, in its wake
+            task = execution.tasks[outcome.rank]
+            task.state, task.exit_code, task.reason = (
+                outcome.state,
+                outcome.exit_code,
+                outcome.reason,
+            )
+            task.ended_at = self.clock.now()
+            execution.failed_nodes, execution.failed_rank = (task.node,), task.rank
+            obj.version += 1
+            obj.in_flight = outcome
+            obj.epoch += 1
+            self._at(self.kill_delay, obj, "kill")
+            return
+        self._end_now(obj, outcome.state, outcome.reason, outcome.exit_code, rank=outcome.rank)
 
-    def _end_now(self, obj: SimObject, state: str, reason: str, exit_code: int | None) -> None:
+    def _kill_in_wake(self, obj: SimObject) -> None:
+        outcome = obj.in_flight
+        assert outcome is not None and outcome.rank is not None
+        self._end_now(obj, outcome.state, outcome.reason, outcome.exit_code, rank=outcome.rank)
+
+    def _lose(self, obj: SimObject, outcome: Outcome) -> str:
+        execution = obj.current
+        nodes = execution.nodes or obj.held_nodes
+        if not nodes:
+            return ""
+        lost = nodes[-1] if outcome.node is None else nodes[outcome.node]
+        reason = outcome.reason.format(node=lost)
+        execution.failed_nodes = (lost,)
+        if outcome.keeps_running:
+            obj.version += 1
+            self._say(obj, execution, reason)
+            obj.in_flight = None
+            obj.epoch += 1
+        else:
+            self._end_now(obj, "NODE_FAIL", reason, None, lost=lost)
+        return lost
+
+    def _end_tasks(
+        self,
+        execution: SimExecution,
+        state: str,
+        reason: str,
+        exit_code: int | None,
+        rank: int | None,
+        lost: str | None,
+    ) -> None:
+        now = self.clock.now()
+        for task in execution.tasks:
+            if task.ended_at is not None:
+                continue
+            if lost is not None and task.node == lost:
+                task.state, task.exit_code, task.reason = "NODE_FAIL", None, reason
+            elif (lost is not None or rank is not None) and task.rank != rank:
+                task.state, task.exit_code = KILLED, 137
+                task.reason = f"killed: {reason}"
+            else:
+                task.state, task.exit_code, task.reason = state, exit_code, reason
+            task.ended_at = now
+
+    def _end_now(
+        self,
+        obj: SimObject,
+        state: str,
+        reason: str,
+        exit_code: int | None,
+        rank: int | None = None,
+        lost: str | None = None,
+    ) -> None:
         if obj.ended:
             return
         execution = obj.current
-        was_running = execution.state == "RUNNING"
         obj.in_flight = None
         obj.epoch += 1
+        if rank is not None and execution.tasks and not execution.failed_nodes:
+            failing = execution.tasks[min(rank, len(execution.tasks) - 1)]
+            execution.failed_nodes, execution.failed_rank = (failing.node,), failing.rank
+        self._end_tasks(execution, state, reason, exit_code, rank, lost)
         execution.state, execution.exit_code = state, exit_code
         obj.version += 1
         self._say(obj, execution, reason)
         execution.ended_at = self.clock.now()
         if obj.object_id in self._queue:
             self._queue.remove(obj.object_id)
-        if was_running and self.free_nodes is not None:
-            self.free_nodes += self._needs(obj)
+        self._release_nodes(obj)
         if state in ("PREEMPTED", "NODE_FAIL") and obj.requeues_left > 0:
             obj.requeues_left -= 1
             obj.executions.append(
@@ -543,16 +877,3 @@ class SimScheduler:
             )
             self._try_start(obj)
         self._drain_queue()
-
-    def _drain_queue(self) -> None:
-        while self._queue and self.free_nodes is not None:
-            obj = self._objects[self._queue[0]]
-            if self._needs(obj) > self.free_nodes:
-                return
-            self._queue.pop(0)
-            self.free_nodes -= self._needs(obj)
-            self._say(obj, obj.current, "")
-            if self.start_delay:
-                self._at(self.start_delay, obj, "start")
-            else:
-                self._start(obj)

@@ -30,10 +30,10 @@ from dispatch import (
     ObjectView,
     Phase,
     Provenance,
+    SubmitRefused,
     Unreachable,
     hookimpl,
 )
-from dispatch.errors import BadInput
 
 NAME = "example"
 
@@ -101,15 +101,22 @@ class ExampleBackend:
     @hookimpl
     def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
         r = spec.resources
-        if gated or r.nodes > 1 or r.gpus_per_node or r.time_limit or not spec.command:
-            raise BadInput(
-                "the example backend runs one command, ungated, on one node, without GPUs "
-                "or a time limit"
-            )
+        asked = {
+            "gating": gated,
+            "more than one node": r.nodes > 1,
+            "GPUs": bool(r.gpus_per_node),
+            "a time limit": r.time_limit is not None,
+            "excluded nodes": bool(spec.exclude_nodes),
+        }
+        cannot = [what for what, wanted in asked.items() if wanted]
+        if cannot:
+            # SubmitRefused, as the hook spec says: dispatch records the job as failed
+            raise SubmitRefused(f"the example scheduler cannot do: {', '.join(cannot)}")
         object_id = f"ex-{uuid.uuid4().hex[:10]}"
         self._update(object_id, job=job_id, submission=submission, created=_now().isoformat())
+        argv = list(spec.command) if spec.command else [str(self._script_file(object_id, spec))]
         try:
-            proc = subprocess.Popen(list(spec.command), env={**os.environ, **spec.env})
+            proc = subprocess.Popen(argv, env={**os.environ, **spec.env})
         except OSError as exc:
             self._update(object_id, state="not-started", detail=str(exc))
             return object_id
@@ -117,6 +124,15 @@ class ExampleBackend:
         self._update(object_id, state="running", started=_now().isoformat())
         threading.Thread(target=self._run, args=(object_id, proc), daemon=True).start()
         return object_id
+
+    def _script_file(self, object_id: str, spec: JobSpec) -> Path:
+        """``spec.script`` is the script's text: written to a file and exec'd, so its own
+        ``#!`` line picks the interpreter (a script without one fails to launch)."""
+        path = self.path.parent / "scripts" / object_id
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(spec.script or "", encoding="utf-8")
+        path.chmod(0o700)
+        return path
 
     @hookimpl
     def dispatch_discover(self, job_ids: Sequence[str]) -> Discovery:
