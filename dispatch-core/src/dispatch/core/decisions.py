@@ -3,7 +3,7 @@
 The supervisor carries out exactly what this returns, in order: first one ``Append`` of
 every event decided (intents before the side effects they announce, S-34), then the side
 effects (``Submit``, ``OpenGate``, ``Stop``). What an ending means is looked up in
-:mod:`dispatch.table`; this module only finds the endings and writes the events.
+:mod:`dispatch.core.table`; this module only finds the endings and writes the events.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dispatch.core.cause import Cause
 from dispatch.core.effects import Append, Effect, OpenGate, Stop, Submit
 from dispatch.core.job import Job, Submission
 from dispatch.core.policy import Plan
-from dispatch.core.table import Ruling, Verdict, rule_on_ending, rule_on_execution
+from dispatch.core.table import OUTCOME, Ruling, Verdict, rule_on_ending, rule_on_execution
 from dispatch.discovery import Discovery, ObjectView
 from dispatch.enums import Capability, CauseKind, Enforcer, Phase, Provenance, State
 from dispatch.events import (
@@ -229,16 +229,7 @@ def _watch(
     else:
         return
     if draft.now - why.at > window:
-        ruling = rule_on_ending(job, plan, why)
-        _apply(
-            job,
-            plan,
-            current,
-            obj,
-            Ruling(ruling.verdict, ruling.binding, ruling.reason, True),
-            why,
-            draft,
-        )
+        _apply(job, plan, current, obj, rule_on_ending(job, plan, why), why, draft)
 
 
 def _native_executions(
@@ -247,34 +238,25 @@ def _native_executions(
     """Record each execution the backend recovered natively (S-38). True if the job's
     course was decided here (the object must be stopped)."""
 
-    spent_here = 0
+    spending = 0  # several executions may have ended since the last tick
     for execution in obj.executions:
         if execution.cause is None or execution.index in current.native_recoveries:
             continue
-        ruling = rule_on_execution(job, plan, execution.cause)
+        ruling = rule_on_execution(job, plan, execution.cause, spending)
         if ruling.verdict is Verdict.IGNORE:
             continue
         if ruling.verdict is Verdict.NATIVE and ruling.binding is not None:
-            left = job.budget_left(ruling.binding.index) - spent_here
-            if left >= 1:
-                spent_here += 1
-                draft.add(
-                    RecoveryStarted,
-                    submission=current.number,
-                    execution=execution.index,
-                    rule=ruling.binding.index,
-                    action=ruling.binding.rule.action,
-                    enforcer=Enforcer.BACKEND,
-                    cause=execution.cause,
-                )
-                continue
-            ruling = Ruling(
-                Verdict.FAIL,
-                ruling.binding,
-                f"budget of rule {ruling.binding.index + 1} ({ruling.binding.rule.describe()}) "
-                "is spent; dispatch stopped the backend from recovering again",
-                stop_first=True,
+            spending += 1
+            draft.add(
+                RecoveryStarted,
+                submission=current.number,
+                execution=execution.index,
+                rule=ruling.binding.index,
+                action=ruling.binding.rule.action,
+                enforcer=Enforcer.BACKEND,
+                cause=execution.cause,
             )
+            continue
         _apply(job, plan, current, obj, ruling, execution.cause, draft)
         return True
     return False
@@ -301,15 +283,14 @@ def _apply(
     cause: Cause,
     draft: _Draft,
 ) -> None:
-    """Write the events of a ruling on the current submission's ending."""
+    """Write the events of a ruling on the current submission's ending; ``live`` is its
+    object when it still lives (the core fenced it off), stopped first."""
 
-    if ruling.stop_first and live is not None and live.object_id not in current.stopped:
+    if live is not None and live.object_id not in current.stopped:
         draft.stop(current.number, live.object_id, cause)
     verdict = ruling.verdict
-    if verdict is Verdict.SUCCEED:
-        draft.add(OutcomeCommitted, state=State.SUCCEEDED, cause=cause)
-    elif verdict is Verdict.CANCEL:
-        draft.add(OutcomeCommitted, state=State.CANCELLED, cause=cause)
+    if verdict in (Verdict.SUCCEED, Verdict.CANCEL):
+        draft.add(OutcomeCommitted, state=OUTCOME[verdict], cause=cause)
     elif verdict is Verdict.HOLD:
         rule = ruling.binding.index if ruling.binding else None
         draft.add(HoldPlaced, submission=current.number, rule=rule, cause=cause)
@@ -331,4 +312,4 @@ def _apply(
         draft.effects.append(Submit(job.job_id, number, job.spec, still_alive))
     elif verdict is Verdict.FAIL:
         draft.add(EscalationRaised, reason=ruling.reason, cause=cause)
-        draft.add(OutcomeCommitted, state=State.FAILED, cause=cause)
+        draft.add(OutcomeCommitted, state=OUTCOME[verdict], cause=cause)

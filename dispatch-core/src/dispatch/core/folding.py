@@ -1,13 +1,18 @@
 """``fold(events) -> Job``: replay a job's record (S-20). Pure.
 
-One ``_apply_*`` per event type, over a mutable scratch copy that becomes a frozen ``Job``
-once at the end: building a frozen model per event would cost more than the decode.
+One applier per event class (``@_applies(SubmissionRequested)``...), over a typed mutable
+scratch copy that becomes a frozen ``Job`` once at the end: building a frozen model per
+event would cost more than the decode.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from dispatch.core.cause import Cause
 from dispatch.core.job import Escalation, Hold, Job, Outcome, Submission, Transition
@@ -33,19 +38,30 @@ from dispatch.events import (
 )
 
 
+@dataclass
+class _Draft:
+    """A submission being folded: a mutable ``Submission`` (same fields, same defaults)."""
+
+    number: int
+    requested_at: datetime
+    gated: bool = False
+    object_id: str | None = None
+    adopted: bool = False
+    failed: Cause | None = None
+    gate_opened: bool = False
+    stopped: dict[str, Cause] = field(default_factory=dict)
+    missing_since: datetime | None = None
+    handled: bool = False
+    native_recoveries: tuple[int, ...] = ()
+
+
 class _Scratch:
+    """A job being folded: mutable, typed, frozen into a ``Job`` once at the end."""
+
     def __init__(self, created: JobCreated) -> None:
-        self.fields: dict[str, Any] = {
-            "job_id": created.job_id,
-            "name": created.name,
-            "backend": created.backend,
-            "spec": created.spec,
-            "plan": created.plan,
-            "created_at": created.at,
-            "version": created.seq,
-            "supersedes": created.supersedes,
-        }
-        self.submissions: list[dict[str, Any]] = []
+        self.created = created
+        self.version = created.seq
+        self.submissions: list[_Draft] = []
         self.spent: dict[int, int] = {}
         self.awaiting = False
         self.hold: Hold | None = None
@@ -55,9 +71,9 @@ class _Scratch:
         self.history: list[Transition] = []
         self.superseded_by: list[str] = []
 
-    def submission(self, number: int, event: Event) -> dict[str, Any]:
+    def submission(self, number: int, event: Event) -> _Draft:
         for sub in self.submissions:
-            if sub["number"] == number:
+            if sub.number == number:
                 return sub
         raise DecodeError(
             f"record of job {event.job_id!r}: event {event.seq} ({event.type}) names "
@@ -81,88 +97,104 @@ class _Scratch:
 
     def freeze(self) -> Job:
         # every value was built here from validated events: skip validating it again
+        c = self.created
         return Job.trusted(
-            **dict(
-                **self.fields,
-                submissions=tuple(Submission.trusted(**s) for s in self.submissions),
-                spent=dict(self.spent),
-                awaiting_submission=self.awaiting,
-                hold=self.hold,
-                cancel=self.cancel,
-                escalations=tuple(self.escalations),
-                outcome=self.outcome,
-                history=tuple(self.history),
-                superseded_by=tuple(self.superseded_by),
-            )
+            job_id=c.job_id,
+            name=c.name,
+            backend=c.backend,
+            spec=c.spec,
+            plan=c.plan,
+            created_at=c.at,
+            version=self.version,
+            submissions=tuple(Submission.trusted(**vars(s)) for s in self.submissions),
+            spent=dict(self.spent),
+            awaiting_submission=self.awaiting,
+            hold=self.hold,
+            cancel=self.cancel,
+            escalations=tuple(self.escalations),
+            outcome=self.outcome,
+            history=tuple(self.history),
+            supersedes=c.supersedes,
+            superseded_by=tuple(self.superseded_by),
         )
 
 
+_E = TypeVar("_E", bound=BaseModel)
+_Applier = Callable[[_Scratch, _E], None]
+#: One applier per event class; fold looks the class up (job-created starts the fold).
+APPLY: dict[type[BaseModel], _Applier[Any]] = {}
+
+
+def _applies(cls: type[_E]) -> Callable[[_Applier[_E]], _Applier[_E]]:
+    def register(fn: _Applier[_E]) -> _Applier[_E]:
+        APPLY[cls] = fn
+        return fn
+
+    return register
+
+
+@_applies(SubmissionRequested)
 def _requested(s: _Scratch, e: SubmissionRequested) -> None:
     s.awaiting = False
-    s.submissions.append(
-        {
-            "number": e.submission,
-            "requested_at": e.at,
-            "gated": e.gated,
-            "object_id": None,
-            "adopted": False,
-            "failed": None,
-            "gate_opened": False,
-            "stopped": {},
-            "missing_since": None,
-            "handled": False,
-            "native_recoveries": (),
-        }
-    )
+    s.submissions.append(_Draft(number=e.submission, requested_at=e.at, gated=e.gated))
 
 
+@_applies(SubmissionCreated)
 def _created(s: _Scratch, e: SubmissionCreated) -> None:
     sub = s.submission(e.submission, e)
-    sub["object_id"] = e.object_id
-    sub["adopted"] = e.adopted
+    sub.object_id = e.object_id
+    sub.adopted = e.adopted
 
 
+@_applies(SubmissionFailed)
 def _failed(s: _Scratch, e: SubmissionFailed) -> None:
-    s.submission(e.submission, e)["failed"] = e.cause
+    s.submission(e.submission, e).failed = e.cause
 
 
+@_applies(GateOpened)
 def _gate(s: _Scratch, e: GateOpened) -> None:
-    s.submission(e.submission, e)["gate_opened"] = True
+    s.submission(e.submission, e).gate_opened = True
 
 
+@_applies(StopRequested)
 def _stop(s: _Scratch, e: StopRequested) -> None:
     sub = s.submission(e.submission, e)
-    sub["stopped"] = {**sub["stopped"], e.object_id: e.cause}
+    sub.stopped = {**sub.stopped, e.object_id: e.cause}
 
 
+@_applies(ObjectMissing)
 def _missing(s: _Scratch, e: ObjectMissing) -> None:
-    s.submission(e.submission, e)["missing_since"] = e.at
+    s.submission(e.submission, e).missing_since = e.at
 
 
+@_applies(ObjectFound)
 def _found(s: _Scratch, e: ObjectFound) -> None:
-    s.submission(e.submission, e)["missing_since"] = None
+    s.submission(e.submission, e).missing_since = None
 
 
+@_applies(RecoveryStarted)
 def _recovery(s: _Scratch, e: RecoveryStarted) -> None:
     s.spent[e.rule] = s.spent.get(e.rule, 0) + 1
     sub = s.submission(e.submission, e)
     if e.enforcer is Enforcer.BACKEND and e.execution is not None:
-        sub["native_recoveries"] = (*sub["native_recoveries"], e.execution)
+        sub.native_recoveries = (*sub.native_recoveries, e.execution)
     else:
-        sub["handled"] = True
+        sub.handled = True
         s.awaiting = True
     s.note(
         e, State.RECOVERING, e.cause, f"{e.action.value} by {e.enforcer.value} (rule {e.rule + 1})"
     )
 
 
+@_applies(HoldPlaced)
 def _hold(s: _Scratch, e: HoldPlaced) -> None:
     if e.submission is not None:
-        s.submission(e.submission, e)["handled"] = True
+        s.submission(e.submission, e).handled = True
     s.hold = Hold.trusted(since=e.at, cause=e.cause, rule=e.rule, submission=e.submission)
     s.note(e, State.HELD, e.cause, "recovery hold" if e.rule is not None else "hold")
 
 
+@_applies(HoldResolved)
 def _resolved(s: _Scratch, e: HoldResolved) -> None:
     if e.resolution is Resolution.RESUBMIT:
         s.awaiting = True
@@ -170,16 +202,19 @@ def _resolved(s: _Scratch, e: HoldResolved) -> None:
     s.hold = None if e.resolution is Resolution.RESUBMIT else s.hold
 
 
+@_applies(CancelRequested)
 def _cancel(s: _Scratch, e: CancelRequested) -> None:
     s.cancel = e.cause
     s.note(e, None, e.cause, "cancel requested")
 
 
+@_applies(EscalationRaised)
 def _escalation(s: _Scratch, e: EscalationRaised) -> None:
     s.escalations.append(Escalation.trusted(seq=e.seq, at=e.at, reason=e.reason, cause=e.cause))
     s.note(e, None, e.cause, e.reason)
 
 
+@_applies(OutcomeCommitted)
 def _outcome(s: _Scratch, e: OutcomeCommitted) -> None:
     if s.outcome is not None:  # a committed outcome never changes (S-18)
         return
@@ -187,31 +222,14 @@ def _outcome(s: _Scratch, e: OutcomeCommitted) -> None:
     s.hold = None
     s.awaiting = False
     for sub in s.submissions:
-        sub["handled"] = True
+        sub.handled = True
     s.note(e, e.state, e.cause)
 
 
+@_applies(SupersededBy)
 def _superseded(s: _Scratch, e: SupersededBy) -> None:
     s.superseded_by.append(e.new_job_id)
     s.note(e, None, None, f"superseded by {e.new_job_id}")
-
-
-_APPLY: dict[str, Callable[[_Scratch, Any], None]] = {
-    "submission-requested": _requested,
-    "submission-created": _created,
-    "submission-failed": _failed,
-    "gate-opened": _gate,
-    "stop-requested": _stop,
-    "object-missing": _missing,
-    "object-found": _found,
-    "recovery-started": _recovery,
-    "hold-placed": _hold,
-    "hold-resolved": _resolved,
-    "cancel-requested": _cancel,
-    "escalation-raised": _escalation,
-    "outcome-committed": _outcome,
-    "superseded-by": _superseded,
-}
 
 
 def fold(events: Iterable[Event], job: Job | None = None) -> Job:
@@ -233,10 +251,10 @@ def fold(events: Iterable[Event], job: Job | None = None) -> Job:
                 )
             scratch = _Scratch(event)
             continue
-        expected = scratch.fields["version"] + 1
-        if event.seq != expected or event.job_id != scratch.fields["job_id"]:
+        expected = scratch.version + 1
+        if event.seq != expected or event.job_id != scratch.created.job_id:
             raise DecodeError(
-                f"record of job {scratch.fields['job_id']!r}: expected sequence {expected}, "
+                f"record of job {scratch.created.job_id!r}: expected sequence {expected}, "
                 f"got {event.type} {event.job_id!r} #{event.seq}",
                 field="seq",
                 value=event.seq,
@@ -247,8 +265,8 @@ def fold(events: Iterable[Event], job: Job | None = None) -> Job:
                 field="type",
                 value=event.type,
             )
-        _APPLY[event.type](scratch, event)
-        scratch.fields["version"] = event.seq
+        APPLY[type(event)](scratch, event)
+        scratch.version = event.seq
     if scratch is None:
         raise DecodeError("an empty record has no job", field="events", value=[])
     return scratch.freeze()
@@ -266,8 +284,8 @@ def _thaw(job: Job) -> _Scratch:
         supersedes=job.supersedes,
     )
     s = _Scratch(created)
-    s.fields["version"] = job.version
-    s.submissions = [dict(sub) for sub in (x.__dict__ for x in job.submissions)]
+    s.version = job.version
+    s.submissions = [_Draft(**vars(sub)) for sub in job.submissions]
     s.spent = dict(job.spent)
     s.awaiting = job.awaiting_submission
     s.hold = job.hold

@@ -86,13 +86,6 @@ class RecoveryPolicy(Model):
             raise PolicyError(problems)
         return self
 
-    def rule_for(self, kind: CauseKind) -> tuple[int, Rule] | None:
-        """The (0-based index, rule) covering ``kind``, if any."""
-        for index, rule in enumerate(self.rules):
-            if kind in rule.on:
-                return index, rule
-        return None
-
 
 class Binding(Model):
     """One rule bound to its enforcer; ``enforced`` is False for a rule nobody carries out."""

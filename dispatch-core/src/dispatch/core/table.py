@@ -1,35 +1,16 @@
-"""Everything that turns an ending into a decision, and a decision into a state, lives here.
+"""Everything that turns an ending into a verdict, and a job into the state it shows.
 
-Read it as a table (h11's ``_state.py`` is the model). When the current object of a job
-ends with cause ``c`` — or the core treats its execution as ended: past the node-loss
-window (S-27), past a pending window (S-39), missing from the listing — the plan decides:
+Three tables, each read top to bottom, first match wins (h11's ``_state.py`` and our own
+``dispatch_slurm/classify.py`` are the model): :data:`ENDING_TABLE`,
+:data:`EXECUTION_TABLE` and :data:`SHOWN_TABLE`. ``decide`` and ``project`` only look
+rows up; ``docs/model.md`` is rendered from the rows (``python -m dispatch.core.table``)
+and a test checks that the two agree.
 
-==================  ===================================  =============  ===================
-ending cause        covering rule (enforcer)             budget         verdict → state
-==================  ===================================  =============  ===================
-none                (rules never cover it)               —              SUCCEED → succeeded
-cancelled           (rules never cover it)               —              CANCEL → cancelled
-any other           none                                 —              FAIL → failed + esc.
-any other           resubmit (supervisor)                left           RESUBMIT → recovering
-any other           resubmit (supervisor)                spent          FAIL → failed + esc.
-any other           hold (supervisor)                    —              HOLD → held
-any other           escalate (supervisor)                —              FAIL → failed + esc.
-any other           restart/requeue, backend lacks it    —              FAIL → failed + esc.
-any other           restart/requeue, native              —              FAIL → failed + esc.
-                    (the object ended: the backend did not recover it)
-==================  ===================================  =============  ===================
-
-An *execution* of a live object ending (the backend recovers natively, S-38):
-
-==================  ===================================  =============  ===================
-execution cause     covering rule                        budget         verdict → state
-==================  ===================================  =============  ===================
-held/released/      —                                    —              IGNORE (not an end)
-requeued/duplicate
-other               restart/requeue, native              left           NATIVE → recovering
-other               restart/requeue, native              spent          STOP + FAIL → failed
-other               any other rule, or none              —              STOP + the table above
-==================  ===================================  =============  ===================
+An *ending* is the current object of a job ending with a cause, or the core treating its
+execution as ended: past the node-loss window (S-27), past a pending window (S-39),
+missing from the listing for longer than the node-loss window. An ending of an object
+that still lives stops the object first. An *execution* ending is one run of a
+still-live object ending while the backend recovers it natively (S-38).
 
 Budgets are per rule (S-16): a verdict only ever spends the budget of the rule that
 covers the cause.
@@ -37,13 +18,25 @@ covers the cause.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property
 
 from dispatch.core.cause import Cause
-from dispatch.core.job import Job
+from dispatch.core.job import Job, Submission
 from dispatch.core.policy import Binding, Plan
-from dispatch.enums import NON_ENDING_CAUSES, Action, CauseKind, Enforcer, State
+from dispatch.discovery import ObjectView
+from dispatch.enums import (
+    NON_ENDING_CAUSES,
+    UNCOVERABLE_CAUSES,
+    Action,
+    CauseKind,
+    Enforcer,
+    Phase,
+    Provenance,
+    State,
+)
 
 
 class Verdict(Enum):
@@ -54,17 +47,116 @@ class Verdict(Enum):
     FAIL = "fail"
     NATIVE = "native"
     IGNORE = "ignore"
+    ENDING = "as the ending table says"
 
 
-#: The state each verdict commits (or, for NATIVE/IGNORE, shows while the object lives).
-STATE_OF = {
+#: The outcome a terminal verdict commits.
+OUTCOME: Mapping[Verdict, State] = {
     Verdict.SUCCEED: State.SUCCEEDED,
     Verdict.CANCEL: State.CANCELLED,
-    Verdict.RESUBMIT: State.RECOVERING,
-    Verdict.HOLD: State.HELD,
     Verdict.FAIL: State.FAILED,
-    Verdict.NATIVE: State.RECOVERING,
 }
+#: What each verdict records, for the docs (``decisions._apply`` writes it).
+RECORDS: Mapping[Verdict, str] = {
+    Verdict.SUCCEED: "outcome succeeded",
+    Verdict.CANCEL: "outcome cancelled",
+    Verdict.RESUBMIT: "recovering: spend 1, request the next submission",
+    Verdict.HOLD: "held (a recovery hold)",
+    Verdict.FAIL: "escalation, then outcome failed",
+    Verdict.NATIVE: "recovering: spend 1 (the backend runs it again)",
+    Verdict.IGNORE: "nothing (not an ending)",
+    Verdict.ENDING: "stop the object, then the ending table",
+}
+
+
+class Ending(Enum):
+    """What kind of cause ended it."""
+
+    SUCCESS = "none"
+    CANCELLED = "cancelled"
+    NOT_AN_END = "held, released, requeued, duplicate"
+    OTHER = "any other"
+
+
+class Cover(Enum):
+    """The rule that covers the cause, by what it does and who enforces it (S-9)."""
+
+    NO_RULE = "no rule"
+    RESUBMIT = "resubmit (supervisor)"
+    HOLD = "hold (supervisor)"
+    ESCALATE = "escalate (supervisor)"
+    UNENFORCED = "restart/requeue, the backend lacks it"
+    NATIVE = "restart/requeue, native"
+
+
+class Budget(Enum):
+    """The covering rule's budget, where its action has one."""
+
+    NONE = "none"
+    LEFT = "left"
+    SPENT = "spent"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the ending or execution table; ``None`` in a match column is *any*."""
+
+    ending: Ending | None
+    cover: Cover | None
+    budget: Budget | None
+    verdict: Verdict
+    reason: str = ""
+
+    def matches(self, ending: Ending, cover: Cover, budget: Budget) -> bool:
+        return (
+            self.ending in (None, ending)
+            and self.cover in (None, cover)
+            and self.budget in (None, budget)
+        )
+
+
+E, C, B, V = Ending, Cover, Budget, Verdict
+SPENT = "budget of rule {rule} ({describe}) is spent"
+
+#: The ending table (S-12 .. S-17).
+ENDING_TABLE: tuple[Row, ...] = (
+    Row(E.SUCCESS, None, None, V.SUCCEED),
+    Row(E.CANCELLED, None, None, V.CANCEL),
+    Row(None, C.NO_RULE, None, V.FAIL, "no rule covers '{kind}'"),
+    Row(None, C.RESUBMIT, B.LEFT, V.RESUBMIT, "resubmit on '{kind}'"),
+    Row(None, C.RESUBMIT, B.SPENT, V.FAIL, SPENT),
+    Row(None, C.HOLD, None, V.HOLD, "recovery hold on '{kind}'"),
+    Row(None, C.ESCALATE, None, V.FAIL, "rule {rule} escalates '{kind}'"),
+    Row(
+        None,
+        C.UNENFORCED,
+        None,
+        V.FAIL,
+        "supervisor recovery for {action} is not implemented "
+        "(backend '{backend}' does not enforce {action} natively)",
+    ),
+    Row(
+        None,
+        C.NATIVE,
+        None,
+        V.FAIL,
+        "the backend ended the object with '{kind}' instead of its native {action}",
+    ),
+)
+
+#: The execution table: one execution of a live object ended (S-38).
+EXECUTION_TABLE: tuple[Row, ...] = (
+    Row(E.NOT_AN_END, None, None, V.IGNORE),
+    Row(None, C.NATIVE, B.LEFT, V.NATIVE, "native {action} on '{kind}'"),
+    Row(
+        None,
+        C.NATIVE,
+        B.SPENT,
+        V.FAIL,
+        SPENT + "; dispatch stopped the backend from recovering again",
+    ),
+    Row(None, None, None, V.ENDING),
+)
 
 
 @dataclass(frozen=True)
@@ -72,70 +164,275 @@ class Ruling:
     verdict: Verdict
     binding: Binding | None = None
     reason: str = ""
-    stop_first: bool = False
+    row: int = 0
 
-    @property
-    def state(self) -> State | None:
-        return STATE_OF.get(self.verdict)
+
+def _ending(kind: CauseKind) -> Ending:
+    if kind is CauseKind.NONE:
+        return Ending.SUCCESS
+    if kind is CauseKind.CANCELLED:
+        return Ending.CANCELLED
+    return Ending.NOT_AN_END if kind in NON_ENDING_CAUSES else Ending.OTHER
+
+
+_SUPERVISED = {Action.RESUBMIT: Cover.RESUBMIT, Action.HOLD: Cover.HOLD}
+
+
+def _cover(binding: Binding | None) -> Cover:
+    if binding is None:
+        return Cover.NO_RULE
+    if not binding.enforced:
+        return Cover.UNENFORCED
+    if binding.enforcer is Enforcer.BACKEND:
+        return Cover.NATIVE
+    return _SUPERVISED.get(binding.rule.action, Cover.ESCALATE)
+
+
+def _rule(table: tuple[Row, ...], job: Job, plan: Plan, cause: Cause, spending: int = 0) -> Ruling:
+    kind = cause.kind
+    binding = None if kind in UNCOVERABLE_CAUSES else plan.binding_for(kind)
+    budget = Budget.NONE
+    if binding is not None and binding.rule.action.needs_budget:
+        left = job.budget_left(binding.index) - spending
+        budget = Budget.LEFT if left >= 1 else Budget.SPENT
+    ending, cover = _ending(kind), _cover(binding)
+    index, row = next((i, r) for i, r in enumerate(table) if r.matches(ending, cover, budget))
+    reason = row.reason
+    if binding is not None and reason:
+        reason = reason.format(
+            kind=kind.value,
+            action=binding.rule.action.value,
+            backend=plan.declarations.name,
+            rule=binding.index + 1,
+            describe=binding.rule.describe(),
+        )
+    elif reason:
+        reason = reason.format(kind=kind.value)
+    return Ruling(row.verdict, binding, reason, index)
 
 
 def rule_on_ending(job: Job, plan: Plan, cause: Cause) -> Ruling:
-    """The first table: an object (or the execution the core fenced off) ended with ``cause``."""
-
-    kind = cause.kind
-    if kind is CauseKind.NONE:
-        return Ruling(Verdict.SUCCEED)
-    if kind is CauseKind.CANCELLED:
-        return Ruling(Verdict.CANCEL)
-    binding = plan.binding_for(kind)
-    if binding is None:
-        return Ruling(Verdict.FAIL, None, f"no rule covers {kind.value!r}")
-    action = binding.rule.action
-    if not binding.enforced:
-        return Ruling(
-            Verdict.FAIL,
-            binding,
-            f"supervisor recovery for {action.value} is not implemented "
-            f"(backend {plan.declarations.name!r} does not enforce {action.value} natively)",
-        )
-    if binding.enforcer is Enforcer.BACKEND:
-        return Ruling(
-            Verdict.FAIL,
-            binding,
-            f"the backend ended the object with {kind.value!r} "
-            f"instead of its native {action.value}",
-        )
-    if action is Action.HOLD:
-        return Ruling(Verdict.HOLD, binding, f"recovery hold on {kind.value!r}")
-    if action is Action.ESCALATE:
-        return Ruling(Verdict.FAIL, binding, f"rule {binding.index + 1} escalates {kind.value!r}")
-    if job.budget_left(binding.index) < 1:
-        return Ruling(
-            Verdict.FAIL,
-            binding,
-            f"budget of rule {binding.index + 1} ({binding.rule.describe()}) is spent",
-        )
-    return Ruling(Verdict.RESUBMIT, binding, f"resubmit on {kind.value!r}")
+    """The ending table: the current object (or the execution the core fenced off) ended."""
+    return _rule(ENDING_TABLE, job, plan, cause)
 
 
-def rule_on_execution(job: Job, plan: Plan, cause: Cause) -> Ruling:
-    """The second table: one execution of a still-live object ended with ``cause``."""
+def rule_on_execution(job: Job, plan: Plan, cause: Cause, spending: int = 0) -> Ruling:
+    """The execution table, falling through to the ending table; ``spending`` is what this
+    decision already spends of the job's budgets on earlier executions of the same object."""
+    ruling = _rule(EXECUTION_TABLE, job, plan, cause, spending)
+    return rule_on_ending(job, plan, cause) if ruling.verdict is Verdict.ENDING else ruling
 
-    kind = cause.kind
-    if kind in NON_ENDING_CAUSES:
-        return Ruling(Verdict.IGNORE)
-    binding = plan.binding_for(kind)
-    if binding is not None and binding.enforcer is Enforcer.BACKEND and binding.enforced:
-        if job.budget_left(binding.index) >= 1:
-            return Ruling(
-                Verdict.NATIVE, binding, f"native {binding.rule.action.value} on {kind.value!r}"
-            )
-        return Ruling(
-            Verdict.FAIL,
-            binding,
-            f"budget of rule {binding.index + 1} ({binding.rule.describe()}) is spent; "
-            "dispatch stopped the backend from recovering again",
-            stop_first=True,
+
+# -- the state a job shows (S-17, S-21, S-26, S-37, S-38, S-39) --------------------------
+
+
+@dataclass(frozen=True)
+class View:
+    """What the shown-state table reads: the job (record plus what ``decide`` would
+    commit now) and the object of its current submission, if the discovery lists it."""
+
+    job: Job
+    objects: tuple[ObjectView, ...]
+
+    @cached_property
+    def current(self) -> Submission | None:
+        return self.job.current
+
+    @cached_property
+    def obj(self) -> ObjectView | None:
+        current = self.current
+        if current is None:
+            return None
+        return next(
+            (
+                o
+                for o in self.objects
+                if o.submission == current.number
+                and (current.object_id is None or o.object_id == current.object_id)
+            ),
+            None,
         )
-    ruling = rule_on_ending(job, plan, cause)
-    return Ruling(ruling.verdict, ruling.binding, ruling.reason, stop_first=True)
+
+    @cached_property
+    def recovered(self) -> bool:
+        job = self.job
+        return (
+            len(job.submissions) > 1
+            or job.awaiting_submission
+            or any(s.native_recoveries for s in job.submissions)
+        )
+
+    @cached_property
+    def last_recovery(self) -> Cause | None:
+        for step in reversed(self.job.history):
+            if step.state in (State.RECOVERING, State.HELD) and step.cause is not None:
+                return step.cause
+        return None
+
+    def phase_is(self, phase: Phase) -> bool:
+        return self.obj is not None and self.obj.phase is phase
+
+
+class Shows(Enum):
+    """A state read off the job rather than fixed by the row."""
+
+    COMMITTED = "the committed outcome"
+    WAITING = "pending; recovering once the job has recovered (S-17)"
+
+
+def _not_listed(v: View) -> Cause | None:
+    current = v.current
+    assert current is not None and current.object_id is not None
+    return Cause(
+        kind=CauseKind.UNKNOWN,
+        provenance=Provenance.SCHEDULER,
+        detail=f"object {current.object_id} is not listed by the backend",
+        at=current.missing_since,
+    )
+
+
+def _object_cause(v: View) -> Cause | None:
+    return v.obj.cause if v.obj is not None else None
+
+
+def _node_lost(v: View) -> Cause | None:
+    why = _object_cause(v)
+    return why if why is not None and why.kind is CauseKind.NODE_LOST else None
+
+
+def _last_execution(v: View) -> Cause | None:
+    ended = [e.cause for e in v.obj.executions if e.cause is not None] if v.obj else []
+    return ended[-1] if ended else None
+
+
+#: Where a row takes the shown cause from: (what the docs say, how).
+CAUSES: Mapping[str, tuple[str, Callable[[View], Cause | None]]] = {
+    "outcome": ("the outcome's", lambda v: v.job.outcome.cause if v.job.outcome else None),
+    "hold": ("the hold's", lambda v: v.job.hold.cause if v.job.hold else None),
+    "recovery": ("the last recovery's or hold's", lambda v: v.last_recovery),
+    "refusal": ("the scheduler's refusal", lambda v: v.current.failed if v.current else None),
+    "not-listed": ("unknown: not listed by the backend", _not_listed),
+    "object": ("the object's", _object_cause),
+    "node-lost": ("node-lost if the object reports it (S-26), else none", _node_lost),
+    "execution": ("the last ended execution's (S-38)", _last_execution),
+    "object-or-recovery": (
+        "the scheduler's reason if it gives one (S-39), else the last recovery's",
+        lambda v: _object_cause(v) or v.last_recovery,
+    ),
+}
+
+#: When a row applies: (what the docs say, the test).
+CONDITIONS: Mapping[str, tuple[str, Callable[[View], bool]]] = {
+    "committed": ("the record committed an outcome", lambda v: v.job.outcome is not None),
+    "held": ("the job is held", lambda v: v.job.hold is not None),
+    "between": (
+        "no submission yet, or the next one not yet requested",
+        lambda v: v.current is None or v.job.awaiting_submission,
+    ),
+    "refused": (
+        "the scheduler refused the current submission",
+        lambda v: v.current is not None and v.current.failed is not None,
+    ),
+    "vanished": (
+        "its object was created and is missing from the listing",
+        lambda v: (
+            v.obj is None
+            and v.current is not None
+            and v.current.object_id is not None
+            and v.current.missing_since is not None
+        ),
+    ),
+    "unseen": ("its object is not listed (not yet seen)", lambda v: v.obj is None),
+    "running": ("its object runs", lambda v: v.phase_is(Phase.RUNNING)),
+    "scheduler-hold": (
+        "its object is held by a hold dispatch did not place (S-37)",
+        lambda v: v.phase_is(Phase.HELD),
+    ),
+    "requeued": (
+        "its object is pending again after an ended execution (native recovery)",
+        lambda v: v.phase_is(Phase.PENDING) and _last_execution(v) is not None,
+    ),
+    "ended": (
+        "its object ended (and the plan has not decided it)",
+        lambda v: v.phase_is(Phase.ENDED),
+    ),
+    "waiting": ("its object is gated or pending", lambda v: True),
+}
+
+
+@dataclass(frozen=True)
+class ShownRow:
+    when: str
+    state: State | Shows
+    cause: str
+
+
+#: The shown-state table: what ``project`` shows for a job with a record.
+SHOWN_TABLE: tuple[ShownRow, ...] = (
+    ShownRow("committed", Shows.COMMITTED, "outcome"),
+    ShownRow("held", State.HELD, "hold"),
+    ShownRow("between", Shows.WAITING, "recovery"),
+    ShownRow("refused", Shows.WAITING, "refusal"),
+    ShownRow("vanished", State.UNKNOWN, "not-listed"),
+    ShownRow("unseen", Shows.WAITING, "recovery"),
+    ShownRow("running", State.RUNNING, "node-lost"),
+    ShownRow("scheduler-hold", State.HELD, "object"),
+    ShownRow("requeued", State.RECOVERING, "execution"),
+    ShownRow("ended", State.UNKNOWN, "object"),
+    ShownRow("waiting", Shows.WAITING, "object-or-recovery"),
+)
+
+
+def shown(job: Job, objects: tuple[ObjectView, ...]) -> tuple[State, Cause | None]:
+    """The state and cause :data:`SHOWN_TABLE` gives ``job`` with these objects."""
+    view = View(job, objects)
+    row = next(r for r in SHOWN_TABLE if CONDITIONS[r.when][1](view))
+    if row.state is Shows.COMMITTED:
+        assert job.outcome is not None
+        state = job.outcome.state
+    elif row.state is Shows.WAITING:
+        state = State.RECOVERING if view.recovered else State.PENDING
+    else:
+        state = row.state
+    return state, CAUSES[row.cause][1](view)
+
+
+# -- the docs ------------------------------------------------------------------------
+
+
+def _cell(value: Enum | None) -> str:
+    return "any" if value is None else str(value.value)
+
+
+def _rows_markdown(table: tuple[Row, ...], first: str) -> list[str]:
+    lines = [
+        f"| # | {first} | covering rule | budget | verdict | records | escalation reason |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, row in enumerate(table):
+        reason = f"`{row.reason}`" if row.reason and row.verdict is Verdict.FAIL else ""
+        lines.append(
+            f"| {i} | {_cell(row.ending)} | {_cell(row.cover)} | {_cell(row.budget)} | "
+            f"{row.verdict.value} | {RECORDS[row.verdict]} | {reason} |"
+        )
+    return lines
+
+
+def render_markdown() -> str:
+    """The three tables as Markdown, for docs/model.md."""
+    lines = ["### The ending table", ""]
+    lines += _rows_markdown(ENDING_TABLE, "ending cause")
+    lines += ["", "### The execution table (a live object's execution ended)", ""]
+    lines += _rows_markdown(EXECUTION_TABLE, "execution cause")
+    lines += ["", "### The shown-state table (`project`, with a record)", ""]
+    lines += ["| # | when | state | cause |", "|---|---|---|---|"]
+    for i, shown_row in enumerate(SHOWN_TABLE):
+        state = shown_row.state.value
+        lines.append(
+            f"| {i} | {CONDITIONS[shown_row.when][0]} | {state} | {CAUSES[shown_row.cause][0]} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
