@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from dispatch.errors import BadInput
 from dispatch.store.base import (
@@ -27,6 +26,7 @@ from dispatch.store.base import (
     VersionConflict,
 )
 from dispatch.store.private import InsecureState
+from dispatch.store.redact import redact_text, secrets_in
 
 ENV_VAR = "DISPATCH_STORE"
 
@@ -49,18 +49,8 @@ def default_store_url() -> str:
 
 
 def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        netloc = f"{parts.username or ''}:***@{host}"
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    except ValueError:
-        return "<unparsable URL>"
+    """The URL without its password (every form of it), for messages and logs."""
+    return redact_text(url, secrets_in(url))
 
 
 def _bad_url(url: str, why: str) -> BadInput:
@@ -124,4 +114,6 @@ __all__ = [
     "default_store_path",
     "default_store_url",
     "open_store",
+    "redact",
+    "redact_text",
 ]

@@ -134,7 +134,7 @@ class LeaseConflict(RecordConflict):
         )
 
 
-def key_conflict(job_id: str | None, location: str, exc: BaseException) -> RecordConflict:
+def key_conflict(job_id: str | None, location: str, exc: BaseException | str) -> RecordConflict:
     """The ``(job_id, seq)`` key refused a row the version check let through: the store's
     version of a job disagrees with its events, so the writer must read again."""
     who = f"job {job_id!r}: " if job_id else ""

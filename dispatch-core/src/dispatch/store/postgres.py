@@ -26,8 +26,16 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dispatch.errors import BadInput, DecodeError, DispatchError, RecordConflict, Unreachable
+from dispatch.errors import (
+    BadInput,
+    DecodeError,
+    DispatchError,
+    NotAllowed,
+    RecordConflict,
+    Unreachable,
+)
 from dispatch.store.base import Lease, Prepared, key_conflict
+from dispatch.store.redact import redact_text, secrets_in
 from dispatch.store.sql import Dialect, SQLStore
 
 if TYPE_CHECKING:
@@ -73,15 +81,13 @@ _T = TypeVar("_T")
 
 
 def _describe(dsn: str) -> str:
-    """The DSN without its password, for messages."""
-    from dispatch.store import redact
+    """Where the store is, for messages: the DSN with every password form masked."""
+    safe = redact_text(dsn, secrets_in(dsn))
+    return safe if "://" in dsn else f"PostgreSQL {safe}"
 
-    return (
-        redact(dsn)
-        if "://" in dsn
-        else "PostgreSQL "
-        + " ".join(part for part in dsn.split() if not part.startswith("password="))
-    )
+
+class _Deadlock(Unreachable):
+    """PostgreSQL aborted the transaction to break a deadlock: safe to run it again."""
 
 
 DIALECT = Dialect(
@@ -124,6 +130,7 @@ class PostgresStore(SQLStore):
                 "pip install 'dispatch-core[postgres]'"
             ) from exc
         self._dsn = dsn
+        self._secrets = secrets_in(dsn)
         self._schema = schema
         self._connect_timeout = connect_timeout
         self._application_name = application_name
@@ -148,10 +155,15 @@ class PostgresStore(SQLStore):
                 connect_timeout=self._connect_timeout,
                 application_name=self._application_name,
             )
+        except psycopg.ProgrammingError as exc:
+            raise BadInput(
+                f"record store {self.location}: the PostgreSQL URL does not parse: "
+                f"{self._safe(exc)}; accepted form: postgresql://user:password@host:port/database"
+            ) from None
         except psycopg.Error as exc:
             raise Unreachable(
-                f"cannot reach the record store {self.location}: {exc}".rstrip()
-            ) from exc
+                f"cannot reach the record store {self.location}: {self._safe(exc)}"
+            ) from None
         try:
             if self._schema is not None:
                 from psycopg import sql
@@ -159,7 +171,7 @@ class PostgresStore(SQLStore):
                 conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self._schema)))
         except psycopg.Error as exc:
             conn.close()
-            raise Unreachable(f"record store {self.location}: {exc}") from exc
+            raise Unreachable(f"record store {self.location}: {self._safe(exc)}") from None
         self._conn = conn
         return conn
 
@@ -185,26 +197,43 @@ class PostgresStore(SQLStore):
                 value=version,
             )
 
+    def _safe(self, exc: BaseException | str) -> str:
+        """A driver's message with the DSN's password masked, whatever form it took."""
+        return redact_text(str(exc), self._secrets).strip()
+
     @contextmanager
     def _translate(self, what: str) -> Iterator[None]:
+        """Driver errors become dispatch's, their words scrubbed of the password; the
+        driver's exception is not chained (a logged traceback would print its text)."""
         import psycopg
 
         try:
             yield
+        except psycopg.errors.TransactionRollback as exc:
+            raise _Deadlock(
+                f"record store {self.location}: {what} failed: {self._safe(exc)}"
+            ) from None
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            raise Unreachable(f"record store {self.location}: {what} failed: {exc}") from exc
+            raise Unreachable(
+                f"record store {self.location}: {what} failed: {self._safe(exc)}"
+            ) from None
         except psycopg.errors.UniqueViolation as exc:
-            raise key_conflict(None, self.location, exc) from exc
-        except (psycopg.errors.InsufficientPrivilege, psycopg.DataError) as exc:
-            raise BadInput(f"record store {self.location}: {what} refused: {exc}") from exc
+            raise key_conflict(None, self.location, self._safe(exc)) from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise NotAllowed(
+                f"record store {self.location}: {what} refused: {self._safe(exc)}"
+            ) from None
+        except psycopg.DataError as exc:
+            raise BadInput(
+                f"record store {self.location}: {what} refused: {self._safe(exc)}"
+            ) from None
         except psycopg.Error as exc:
             raise DispatchError(
-                f"record store {self.location}: {what} failed in the database: {exc}"
-            ) from exc
+                f"record store {self.location}: {what} failed in the database: {self._safe(exc)}"
+            ) from None
 
     def _transaction(self, what: str, body: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         """Run ``body`` in one transaction; retry when PostgreSQL broke a deadlock."""
-        import psycopg
 
         with self._lock:
             for attempt in range(_RETRIES):
@@ -212,9 +241,8 @@ class PostgresStore(SQLStore):
                 try:
                     with self._translate(what), conn.transaction():
                         return body(conn)
-                except Unreachable as exc:
-                    retry = isinstance(exc.__cause__, psycopg.errors.TransactionRollback)
-                    if retry and attempt + 1 < _RETRIES:
+                except _Deadlock:
+                    if attempt + 1 < _RETRIES:
                         continue
                     raise
             raise AssertionError("unreachable: the loop returns or raises")
@@ -238,7 +266,7 @@ class PostgresStore(SQLStore):
             with conn.transaction():
                 _insert(conn, [item])
         except psycopg.errors.UniqueViolation as exc:
-            return key_conflict(item.batch.job_id, self.location, exc)
+            return key_conflict(item.batch.job_id, self.location, self._safe(exc))
         return None
 
     def _write_leases(
