@@ -19,6 +19,13 @@ State directory (``DISPATCH_LOCAL_DIR``, default ``$XDG_STATE_HOME/dispatch/loca
 
 Decisions, where the SPEC and the issue leave room:
 
+- A submit goes in four steps, each recoverable if the submitting process dies after it
+  (issue 15.2): the files are drafted under ``objects/.draft-<id>``, moved into place,
+  the runner is started, and only then is the object indexed under its job. A draft or
+  an unindexed object is invisible (the next supervisor submits anew) and is removed by
+  garbage collection; the runner waits up to 60 s for the index entry and ends the object
+  unrun (``abandoned``) if it never comes; an indexed object's runner is already going.
+  Only the first runner recorded in ``runner.json`` runs the object.
 - Life of an object: ``gated`` (waiting for ``gate-open``) → ``starting`` → ``running``
   (``stopping`` once a stop is asked) → ``ended``. Every file is written whole (temporary
   name, then rename or link), and ``end.json`` only once: the first writer wins.

@@ -217,19 +217,24 @@ class LocalBackend:
             cwd=cwd,
             stop_grace=self.stop_grace,
         )
+        # Each step leaves something recoverable (issue 15.2): a draft or an object nobody
+        # indexed is invisible (a new submit replaces it, garbage collection removes it);
+        # its runner, started before the index entry, waits for that entry and ends the
+        # object unrun if it never comes; once indexed, the object is found and its runner
+        # is already on its way.
+        obj = None
         try:
-            obj = self._create(meta)
-            index = self.state.job_index(job_id)
-            index.mkdir(parents=True, exist_ok=True)
-            write_atomic(index / object_id, str(submission))
+            obj = self._move_in(self._draft(meta))
             self._start_runner(obj)
+            self._publish(meta)
         except OSError as exc:
+            if obj is not None:
+                _abandon(obj, f"the submit failed before the object was indexed: {exc}")
             raise self._unreachable(exc) from exc
         return object_id
 
-    def _create(self, meta: ObjectMeta) -> ObjectDir:
-        """Write the object's files under a temporary name, then move it into place whole."""
-        final = self.state.object_dir(meta.object_id)
+    def _draft(self, meta: ObjectMeta) -> ObjectDir:
+        """Write the object's files under a temporary name."""
         self.state.objects.mkdir(parents=True, exist_ok=True)
         draft = ObjectDir(self.state.objects / f".draft-{meta.object_id}")
         draft.path.mkdir()
@@ -238,8 +243,19 @@ class LocalBackend:
         if script is not None:
             draft.script.write_text(script, encoding="utf-8")
             draft.script.chmod(0o755 if script.startswith("#!") else 0o644)
+        return draft
+
+    def _move_in(self, draft: ObjectDir) -> ObjectDir:
+        """Move the drafted object into place whole."""
+        final = self.state.object_dir(draft.path.name.removeprefix(".draft-"))
         os.rename(draft.path, final.path)
         return final
+
+    def _publish(self, meta: ObjectMeta) -> None:
+        """Index the object under its job: from now on discovery finds it (S-34)."""
+        index = self.state.job_index(meta.job_id)
+        index.mkdir(parents=True, exist_ok=True)
+        write_atomic(index / meta.object_id, str(meta.submission))
 
     def _start_runner(self, obj: ObjectDir) -> None:
         """Start the object's runner in a session of its own, so it outlives this process.
@@ -369,6 +385,17 @@ class LocalBackend:
             host=leader.host,
         )
         create_once(obj.end, ending.model_dump_json())
+
+
+def _abandon(obj: ObjectDir, why: str) -> None:
+    """End an object nobody will see, so its runner (if it started) exits without running."""
+    now = _now()
+    cause = Cause(kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER, detail=why, at=now)
+    ending = Ending(state="abandoned", cause=cause, ended_at=now, launched=False, host=hostname())
+    try:
+        create_once(obj.end, ending.model_dump_json())
+    except OSError:
+        pass  # the runner gives up on its own after its publication window
 
 
 def _wait_gone(process: ProcessIdentity, seconds: float) -> bool:

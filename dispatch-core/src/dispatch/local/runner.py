@@ -31,7 +31,7 @@ from pathlib import Path
 from dispatch.cause import Cause
 from dispatch.enums import CauseKind, Provenance
 from dispatch.errors import DecodeError
-from dispatch.local.layout import ObjectDir, create_once, write_atomic
+from dispatch.local.layout import ObjectDir, StateDir, create_once, write_atomic
 from dispatch.local.processes import exit_code, exit_words, hostname, identify, signal_words
 from dispatch.local.records import Ending, ObjectMeta, Started, StopRequest, read
 
@@ -43,6 +43,10 @@ GATE_POLL = 0.2
 #: Seconds the runner keeps trying to record what it learnt while the state directory
 #: cannot be written (an NFS outage) before it gives up.
 PERSIST_WINDOW = 600.0
+
+#: Seconds a runner waits for the submit that started it to index its object.
+PUBLISH_WINDOW = 60.0
+PUBLISH_POLL = 0.01
 
 _STOPPING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 _WAKING = _STOPPING | {signal.SIGCHLD}
@@ -89,8 +93,12 @@ class Runner:
     def run(self) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, _WAKING)
         # Recorded only now: a runner on record is one whose signals mean what the module
-        # says, never a Python still starting up that a SIGTERM would simply kill.
-        create_once(self.obj.runner, identify(os.getpid()).model_dump_json())
+        # says, never a Python still starting up that a SIGTERM would simply kill. The
+        # first runner on record is the object's only one: a second one leaves at once.
+        if not create_once(self.obj.runner, identify(os.getpid()).model_dump_json()):
+            return
+        if not self._wait_for_publication():
+            return
         if self.meta.gated and not self._wait_for_gate():
             return
         before = self._stop_request() or self._signal_reason()
@@ -110,6 +118,32 @@ class Runner:
         started = Started(process=identify(self.proc.pid), started_at=self.started_at)
         self._persist(lambda: write_atomic(self.obj.started, started.model_dump_json()))
         self._watch(self.proc)
+
+    def _wait_for_publication(self) -> bool:
+        """Wait for the submit to index the object (it starts the runner just before).
+
+        An object never indexed is one nobody will ever see: the submitting process died
+        mid-submit, and the supervisor after it submits anew. It is ended unrun.
+        """
+        entry = StateDir(self.obj.path.parent.parent).job_index(self.meta.job_id)
+        entry = entry / self.meta.object_id
+        deadline = time.monotonic() + PUBLISH_WINDOW
+        while not entry.exists():
+            if self.obj.end.exists():
+                return False  # the submit failed and said so
+            if time.monotonic() >= deadline:
+                detail = (
+                    f"the submitting process never indexed this object in "
+                    f"{PUBLISH_WINDOW:g}s (it stopped in the middle of the submit); "
+                    "nothing was run"
+                )
+                cause = Cause(
+                    kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER, detail=detail
+                )
+                self._end("abandoned", cause, launched=False)
+                return False
+            self._pause(PUBLISH_POLL)
+        return True
 
     def _wait_for_gate(self) -> bool:
         while not self.obj.gate.exists():
