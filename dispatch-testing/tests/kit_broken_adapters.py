@@ -6,22 +6,26 @@ the tests that name their fault, and only those.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import ClassVar
 
 from dispatch import (
+    Capability,
     Cause,
     CauseKind,
+    Declarations,
     Discovery,
+    JobSpec,
     Phase,
     Provenance,
     Unreachable,
     hookimpl,
 )
-from dispatch.errors import NotAllowed
-from dispatch_testing.simulated.backend import SimulatedBackend
+from dispatch.errors import BadInput, NotAllowed
+from dispatch_testing.simulated.backend import CONTRACT, SimulatedBackend
 from dispatch_testing.simulated.harness import SimulatedHarness
-from dispatch_testing.simulated.scheduler import ExecRow, SchedulerDown
+from dispatch_testing.simulated.scheduler import ExecRow, SchedulerDown, SimScheduler
 
 
 class MisclassifyingBackend(SimulatedBackend):
@@ -110,6 +114,102 @@ class PerJobBackend(SimulatedBackend):
         return Discovery(backend=self.name, at=self.scheduler.now(), objects=tuple(objects))
 
 
+class ShellScriptBackend(SimulatedBackend):
+    """Runs every script through sh, whatever its own #! line says."""
+
+    default_name = "runs-scripts-with-sh"
+
+    @hookimpl
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        if spec.script is not None:
+            spec = spec.model_copy(update={"script": "#!/bin/sh\n" + spec.script})
+        return super().dispatch_submit(job_id, submission, spec, gated)
+
+
+class IgnoresExclusionBackend(SimulatedBackend):
+    """Declares exclude-nodes, then drops the nodes to keep off before submitting."""
+
+    default_name = "ignores-exclude-nodes"
+
+    @hookimpl
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        spec = spec.model_copy(update={"exclude_nodes": frozenset()})
+        return super().dispatch_submit(job_id, submission, spec, gated)
+
+
+class LastRankBackend(SimulatedBackend):
+    """Takes the last task to end as the execution's cause: a rank killed in the wake."""
+
+    default_name = "blames-the-last-rank"
+
+    def _root(self, node_causes: tuple[Cause, ...]) -> Cause | None:
+        never = datetime.min.replace(tzinfo=UTC)
+        return max(node_causes, key=lambda c: c.at or never, default=None)
+
+
+class NodeRankBackend(SimulatedBackend):
+    """Gives every task its node's index as RANK: two tasks of a node share a rank."""
+
+    default_name = "rank-per-node"
+    contract: ClassVar[dict[str, str]] = {**CONTRACT, "RANK": "${SIM_NODEID}"}
+
+
+class BadInputRefusalBackend(SimulatedBackend):
+    """Has no GPUs and refuses them with BadInput, an error the core retries for ever."""
+
+    default_name = "refuses-with-bad-input"
+
+    @hookimpl
+    def dispatch_declare(self) -> Declarations:
+        declared = super().dispatch_declare()
+        return declared.model_copy(
+            update={"capabilities": declared.capabilities - {Capability.GPUS}}
+        )
+
+    @hookimpl
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        if spec.resources.gpus_per_node:
+            raise BadInput(f"{self.name} cannot do: gpus")
+        return super().dispatch_submit(job_id, submission, spec, gated)
+
+
+class MixedLogsBackend(SimulatedBackend):
+    """Serves what every submission of the job printed, whichever one was asked for."""
+
+    default_name = "mixes-submissions-logs"
+
+    @hookimpl
+    def dispatch_logs(
+        self,
+        job_id: str,
+        submission: int,
+        object_id: str,
+        stream: str,
+        node: str | None,
+        rank: int | None,
+        offset: int,
+    ) -> Iterable[bytes]:
+        try:
+            printed = b"".join(
+                self.scheduler.output(row.object_id, stream, node=node, rank=rank)
+                for row in self.scheduler.list([job_id])
+            )
+        except SchedulerDown as exc:
+            raise Unreachable(str(exc)) from exc
+        return [printed[offset:]]
+
+
+class UnlistedBackend(SimulatedBackend):
+    """Tags its objects under a key its discovery does not filter by: it lists nothing."""
+
+    default_name = "lists-nothing"
+
+    @hookimpl
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        tags = {"job": job_id, SimScheduler.TAG_SUBMISSION: str(submission)}
+        return self.scheduler.submit(tags, spec, hold=gated)
+
+
 def _harness(backend: type[SimulatedBackend]) -> type[SimulatedHarness]:
     class BrokenHarness(SimulatedHarness):
         def plugin(self) -> object:
@@ -124,6 +224,13 @@ ParaphrasingHarness = _harness(ParaphrasingBackend)
 SwallowingHarness = _harness(SwallowingBackend)
 FussyStopHarness = _harness(FussyStopBackend)
 PerJobHarness = _harness(PerJobBackend)
+ShellScriptHarness = _harness(ShellScriptBackend)
+IgnoresExclusionHarness = _harness(IgnoresExclusionBackend)
+LastRankHarness = _harness(LastRankBackend)
+NodeRankHarness = _harness(NodeRankBackend)
+BadInputRefusalHarness = _harness(BadInputRefusalBackend)
+MixedLogsHarness = _harness(MixedLogsBackend)
+UnlistedHarness = _harness(UnlistedBackend)
 
 #: entry-point name -> (backend class, harness class)
 BROKEN = {
@@ -132,4 +239,11 @@ BROKEN = {
     "swallows-unreachable": ("SwallowingBackend", "SwallowingHarness"),
     "fussy-stop": ("FussyStopBackend", "FussyStopHarness"),
     "per-job": ("PerJobBackend", "PerJobHarness"),
+    "runs-scripts-with-sh": ("ShellScriptBackend", "ShellScriptHarness"),
+    "ignores-exclude-nodes": ("IgnoresExclusionBackend", "IgnoresExclusionHarness"),
+    "blames-the-last-rank": ("LastRankBackend", "LastRankHarness"),
+    "rank-per-node": ("NodeRankBackend", "NodeRankHarness"),
+    "refuses-with-bad-input": ("BadInputRefusalBackend", "BadInputRefusalHarness"),
+    "mixes-submissions-logs": ("MixedLogsBackend", "MixedLogsHarness"),
+    "lists-nothing": ("UnlistedBackend", "UnlistedHarness"),
 }

@@ -114,16 +114,63 @@ def test_kit_passes_the_simulated_backend(pytester: pytest.Pytester) -> None:
             {"test_discovery_costs_constant_calls"},
             id="discovers-per-job",
         ),
+        pytest.param(
+            "runs-scripts-with-sh",
+            "ShellScriptBackend",
+            "ShellScriptHarness",
+            {"test_script_runs_by_its_own_interpreter"},
+            id="runs-scripts-with-sh",
+        ),
+        pytest.param(
+            "ignores-exclude-nodes",
+            "IgnoresExclusionBackend",
+            "IgnoresExclusionHarness",
+            {"test_capability[exclude-nodes-declared]"},
+            id="ignores-exclude-nodes",
+        ),
+        pytest.param(
+            "blames-the-last-rank",
+            "LastRankBackend",
+            "LastRankHarness",
+            {
+                "test_scenario[multi-node-node-lost]",
+                "test_scenario[multi-node-rank-failed]",
+                "test_capability[exclude-nodes-declared]",
+            },
+            id="blames-a-rank-killed-in-the-wake",
+        ),
+        pytest.param(
+            "rank-per-node",
+            "NodeRankBackend",
+            "NodeRankHarness",
+            {"test_capability[multi-node-declared]"},
+            id="breaks-the-launch-contract",
+        ),
+        pytest.param(
+            "refuses-with-bad-input",
+            "BadInputRefusalBackend",
+            "BadInputRefusalHarness",
+            {"test_capability[gpus-refused]"},
+            id="refuses-with-bad-input",
+        ),
+        pytest.param(
+            "mixes-submissions-logs",
+            "MixedLogsBackend",
+            "MixedLogsHarness",
+            {"test_capability[logs-declared]"},
+            id="mixes-submissions-logs",
+        ),
     ],
 )
 def test_kit_fails_a_broken_adapter_on_the_right_tests(
     pytester: pytest.Pytester, name: str, backend: str, harness: str, expected: set[str]
 ) -> None:
-    """S-4, S-5, S-30, S-32: each deliberately broken adapter fails exactly the kit tests
-    about its fault; everything it does right still passes."""
+    """S-4, S-5, S-30, S-32, S-41, S-42, S-43, S-46: each deliberately broken adapter
+    fails exactly the kit tests about its fault; everything it does right still passes."""
     result = run_kit(pytester, name, backend, harness)
     assert failed_tests(result) == expected, result.stdout.str()[-3000:]
-    assert result.parseoutcomes()["passed"] >= 18
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] >= 20 and "error" not in outcomes, outcomes
 
 
 def test_kit_failure_says_what_was_misclassified(pytester: pytest.Pytester) -> None:
@@ -136,3 +183,65 @@ def test_kit_reports_unreachable_swallowed_into_an_answer(pytester: pytest.Pytes
     """S-5: the failure names the call that answered instead of raising Unreachable."""
     result = run_kit(pytester, "swallows-unreachable", "SwallowingBackend", "SwallowingHarness")
     result.stdout.fnmatch_lines(["*answered instead of raising Unreachable*discover*"])
+
+
+@pytest.mark.parametrize(
+    ("name", "backend", "harness", "words"),
+    [
+        (
+            "runs-scripts-with-sh",
+            "ShellScriptBackend",
+            "ShellScriptHarness",
+            "*the Python script ended non-zero-exit (exit 2*not through sh*",
+        ),
+        (
+            "ignores-exclude-nodes",
+            "IgnoresExclusionBackend",
+            "IgnoresExclusionHarness",
+            "*submission 2 excluded *sim-node-002* and runs on *sim-node-002* (S-43)*",
+        ),
+        (
+            "blames-the-last-rank",
+            "LastRankBackend",
+            "LastRankHarness",
+            "*root cause of its tasks' endings is 'non-zero-exit'*killed in its wake*",
+        ),
+        (
+            "rank-per-node",
+            "NodeRankBackend",
+            "NodeRankHarness",
+            "*rank 1's task says RANK=0*",
+        ),
+        (
+            "refuses-with-bad-input",
+            "BadInputRefusalBackend",
+            "BadInputRefusalHarness",
+            "*undeclared capability 'gpus' raised BadInput; the hook spec names SubmitRefused*",
+        ),
+        (
+            "mixes-submissions-logs",
+            "MixedLogsBackend",
+            "MixedLogsHarness",
+            "*the logs of submission 1 hold submission 2's*",
+        ),
+    ],
+)
+def test_kit_failure_names_the_fault(
+    pytester: pytest.Pytester, name: str, backend: str, harness: str, words: str
+) -> None:
+    """S-41, S-42, S-43, S-46: the report says what is wrong in the adapter's terms."""
+    result = run_kit(pytester, name, backend, harness)
+    result.stdout.fnmatch_lines([words])
+
+
+def test_kit_fails_a_discovery_that_lists_nothing_fast(pytester: pytest.Pytester) -> None:
+    """S-30, S-34 (issue 16 item 6): an adapter whose discovery never lists what it just
+    submitted fails each test after Harness.listing_grace (10 s of the harness's time),
+    never after the 600 s timeout meant for slow schedulers."""
+    result = run_kit(pytester, "lists-nothing", "UnlistedBackend", "UnlistedHarness")
+    text = result.stdout.str()
+    failed = failed_tests(result)
+    assert len(failed) >= 25, failed
+    assert text.count("nothing listed for kit-") >= len(failed) - 2, text[-3000:]
+    assert "10s after it was submitted (Harness.listing_grace = 10s)" in text
+    assert "after 600s still not" not in text and "after 120s still not" not in text

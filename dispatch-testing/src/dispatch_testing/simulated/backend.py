@@ -117,6 +117,8 @@ class SimulatedBackend:
 
     #: the name an instance made from the entry point (no arguments) declares
     default_name: ClassVar[str] = "simulated"
+    #: the launch contract every task gets (MASTER_PORT is added per submission)
+    contract: ClassVar[dict[str, str]] = CONTRACT
 
     def __init__(
         self,
@@ -168,7 +170,7 @@ class SimulatedBackend:
             raise SubmitRefused(f"option requeue={raw!r} of job {job_id}: expected a whole number")
         tags = {SimScheduler.TAG_JOB: job_id, SimScheduler.TAG_SUBMISSION: str(submission)}
         port = str(29500 + zlib.crc32(f"{job_id}/{submission}".encode()) % 20000)
-        contract = {**CONTRACT, "MASTER_PORT": port}
+        contract = {**self.contract, "MASTER_PORT": port}
         if spec.launcher is Launcher.TORCHRUN:
             contract |= {**TORCHRUN, "PET_MASTER_PORT": port}
         spec = spec.model_copy(update={"env": {**spec.env, **contract}})
