@@ -199,7 +199,7 @@ def test_plan_shows_enforcers_uncovered_and_unenforced_S10_S11(sh: Shell) -> Non
         ),
         (["submit", "--time", "soon", "--", "true"], "--time 'soon'"),
         (["submit", "--mem", "lots", "--", "true"], "--mem 'lots'"),
-        (["submit", "--nodes", "0", "--", "true"], "--nodes must be at least 1"),
+        (["submit", "--nodes", "0", "--", "true"], "'--nodes': 0 is not in the range 1<=x"),
         (["submit"], "give a command after `--` or --script FILE"),
         (["submit", "--script", "missing.sh"], "--script missing.sh"),
         (["status", "jnope"], "no record for job id 'jnope'"),

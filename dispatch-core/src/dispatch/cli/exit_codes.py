@@ -10,7 +10,10 @@ code   meaning
 4      record conflict, or a record that does not decode
 5      for ``--wait`` / ``watch``: the job was cancelled
 6      for ``--wait`` / ``watch``: the job is held and needs a person
-7      a backend is installed but broken (its plugin failed to load)
+7      a backend is installed but broken (its plugin failed to load or misbehaved)
+70     a bug in dispatch or a backend: the message names it (DISPATCH_DEBUG=1: traceback)
+130    interrupted (Ctrl-C); the job goes on
+141    the reader of the output went away (``dispatch logs JOB | head``)
 =====  ==========================================================================
 """
 
@@ -21,7 +24,9 @@ from dispatch.errors import (
     BackendBroken,
     BadInput,
     DecodeError,
+    DispatchError,
     RecordConflict,
+    SubmitRefused,
     Unreachable,
 )
 
@@ -33,6 +38,9 @@ RECORD = 4
 CANCELLED = 5
 HELD = 6
 BROKEN = 7
+INTERNAL = 70
+INTERRUPTED = 130
+BROKEN_PIPE = 141
 
 _BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (Unreachable, UNREACHABLE),
@@ -40,6 +48,7 @@ _BY_ERROR: tuple[tuple[type[BaseException], int], ...] = (
     (DecodeError, RECORD),
     (BackendBroken, BROKEN),
     (BadInput, BAD_INPUT),
+    (SubmitRefused, BAD_INPUT),
 )
 
 _BY_STATE = {
@@ -51,10 +60,30 @@ _BY_STATE = {
 
 
 def for_error(exc: BaseException) -> int:
+    """The code of any exception: a dispatch error by its class (a class added later
+    falls back to its nearest documented base), an OS error as "could not be reached",
+    anything else as a bug."""
     for cls, code in _BY_ERROR:
         if isinstance(exc, cls):
             return code
-    raise exc
+    if isinstance(exc, DispatchError):
+        return BAD_INPUT
+    if isinstance(exc, OSError):
+        return UNREACHABLE
+    return INTERNAL
+
+
+def message(exc: BaseException) -> str:
+    """What the user reads: dispatch's own words, or the bug named with its type."""
+    if isinstance(exc, DispatchError):
+        return str(exc) or type(exc).__name__
+    if isinstance(exc, OSError):
+        where = f" {exc.filename}" if exc.filename else ""
+        return f"system error{where}: {exc.strerror or exc}"
+    return (
+        f"internal error (a bug in dispatch or a backend; please report it): "
+        f"{type(exc).__name__}: {exc}; run with DISPATCH_DEBUG=1 for the traceback"
+    )
 
 
 def for_state(state: State) -> int:

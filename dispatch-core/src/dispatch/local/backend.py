@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -68,7 +68,7 @@ DECLARATIONS = Declarations(
             CauseKind.UNKNOWN,
         }
     ),
-    capabilities=frozenset({Capability.GATING, Capability.TIME_LIMIT}),
+    capabilities=frozenset({Capability.GATING, Capability.TIME_LIMIT, Capability.LOGS}),
     max_discovery_batch=None,
     options={},
 )
@@ -290,6 +290,54 @@ class LocalBackend:
             create_once(obj.end, ending.model_dump_json())
             return
         self._children.add(pid)
+
+    @hookimpl
+    def dispatch_validate(self, spec: JobSpec) -> None:
+        """Refuse before anything is recorded what ``dispatch_submit`` would refuse."""
+        refusal = _refusal(spec)
+        if refusal is not None:
+            raise BadInput(refusal)
+
+    @hookimpl
+    def dispatch_render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        """The runner's argv, the command, its directory and the variables dispatch adds."""
+        import shlex
+
+        obj = self.state.objects / "local-<assigned at submit>"
+        argv = shlex.join(spec.command) if spec.command else f"/bin/sh {obj}/script"
+        if spec.script is not None and spec.script.startswith("#!"):
+            argv = f"{obj}/script"
+        env = {"DISPATCH_JOB_ID": job_id, "DISPATCH_SUBMISSION": str(submission)}
+        env |= {"DISPATCH_OBJECT_ID": obj.name, **spec.env}
+        limit = spec.resources.time_limit
+        lines = [
+            f"runner   {shlex.join([sys.executable, '-m', 'dispatch.local.runner', str(obj)])}",
+            f"command  {argv}",
+            f"cwd      {os.path.join(os.getcwd(), spec.workdir or '')}",
+            f"gated    {'yes' if gated else 'no'}",
+            f"time     {limit or 'no limit'} (then SIGTERM, SIGKILL after {self.stop_grace:g}s)",
+            "env      inherited, plus:",
+            *(f"  {shlex.quote(f'{k}={v}')}" for k, v in env.items()),
+        ]
+        if spec.script is not None:
+            lines += ["script", *(f"  | {line}" for line in spec.script.splitlines())]
+        return "\n".join(lines) + "\n"
+
+    @hookimpl
+    def dispatch_logs(
+        self,
+        job_id: str,
+        submission: int,
+        object_id: str,
+        stream: str,
+        node: str | None,
+        rank: int | None,
+        offset: int,
+    ) -> Iterable[bytes]:
+        """The object's stdout or stderr file (see :mod:`dispatch.local.logs`)."""
+        from dispatch.local.logs import read_output
+
+        return read_output(self.state, job_id, submission, object_id, stream, node, rank, offset)
 
     def _existing(self, object_id: str) -> ObjectDir | None:
         obj = self.state.object_dir(object_id)

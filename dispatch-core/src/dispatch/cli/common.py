@@ -1,0 +1,177 @@
+"""What every command shares: the context, ``--json``, and the one error boundary.
+
+Only click is imported here; each command imports the core when it runs, so
+``dispatch --help`` never pays for pydantic or a backend's client library.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from dispatch.backends import Registry
+    from dispatch.client import Client
+    from dispatch.config import Config
+    from dispatch.store.base import RecordStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print data as JSON.")
+
+
+class Context:
+    """Opened on first use: the configuration, the record store, the backends, the client.
+
+    :param store_url: ``--store`` (None: from the configuration).
+    :param profile: ``--profile`` (None: ``DISPATCH_PROFILE`` or ``default``).
+    :param registry: the backends to use (None: the installed ones); tests pass their own.
+    """
+
+    def __init__(
+        self,
+        store_url: str | None = None,
+        profile: str | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self.store_url = store_url
+        self.profile = profile
+        self._registry = registry
+        self._config: Config | None = None
+        self._client: Client | None = None
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            from dispatch.config import load_config
+
+            self._config = load_config(profile=self.profile, cli={"store": self.store_url})
+        return self._config
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            from dispatch.client import Client
+
+            store = self.config.value("store")
+            self._client = Client(
+                store,
+                registry=self._registry,
+                defaults=self.config,
+                notifier=self.config.notifier(store),
+            )
+        return self._client
+
+    @property
+    def store(self) -> RecordStore:
+        return self.client.store
+
+    @property
+    def registry(self) -> Registry:
+        return self.client.registry
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def _where(param: click.Parameter) -> str:
+    if isinstance(param, click.Option):
+        return max(param.opts, key=len)
+    return f"argument {(param.name or '').upper()}"
+
+
+def check_arguments(kwargs: dict[str, Any]) -> None:
+    """Refuse undecodable bytes in any text argument, naming the option (S-36).
+
+    Paths are exempt: a file may have any name, and it is only opened, never recorded.
+    """
+    from dispatch.client import check_text
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.command is None:
+        return
+    for param in ctx.command.params:
+        if isinstance(param.type, click.Path) or param.name not in kwargs:
+            continue
+        check_text(kwargs[param.name], _where(param))
+
+
+def fail(exc: BaseException, as_json: bool) -> None:
+    """Print an error as advice (and as JSON with --json) and exit with its code."""
+    from dispatch.cli import exit_codes
+
+    code = exit_codes.for_error(exc)
+    text = exit_codes.message(exc)
+    if as_json:
+        from dispatch.cli.render import emit_json
+
+        emit_json({"error": {"type": type(exc).__name__, "message": text, "exit_code": code}})
+    if code == exit_codes.INTERNAL and os.environ.get("DISPATCH_DEBUG"):
+        import traceback
+
+        traceback.print_exception(exc)
+    click.echo(f"dispatch: {text}", err=True)
+    sys.exit(code)
+
+
+def handles_errors(fn: F) -> F:
+    """The one error boundary: every exception a user can meet becomes a message on
+    stderr and the documented exit code (``exit_codes``), never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from dispatch.cli import exit_codes
+
+        try:
+            check_arguments(kwargs)
+            return fn(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("dispatch: interrupted", err=True)
+            sys.exit(exit_codes.INTERRUPTED)
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(exit_codes.BROKEN_PIPE)
+        except Exception as exc:
+            fail(exc, bool(kwargs.get("as_json")))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def seconds_option(
+    name: str, default: float, help: str, dest: str | None = None
+) -> Callable[[F], F]:
+    """A number of seconds checked by :func:`dispatch.units.seconds`: never NaN,
+    infinite, zero or negative (a loop that spins, a lease that never ends)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> float | None:
+        if value is None:
+            return None
+        from dispatch.errors import BadInput
+        from dispatch.units import seconds
+
+        try:
+            return seconds(value, name)
+        except BadInput as exc:
+            raise click.BadParameter(str(exc).removeprefix(f"{name} ")) from None
+
+    return click.option(
+        name,
+        *([dest] if dest else []),
+        type=str,
+        default=str(default),
+        show_default=True,
+        callback=check,
+        help=help,
+    )

@@ -1,0 +1,42 @@
+"""``dispatch config``: the effective settings of a profile and where each came from."""
+
+from __future__ import annotations
+
+import click
+
+from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx
+
+
+@click.command(name="config")
+@json_option
+@pass_ctx
+@handles_errors
+def config(c: Context, as_json: bool) -> None:
+    """Show the effective configuration: each value and its source (command line,
+    environment, project file dispatch.toml, user file, built-in default)."""
+    from dispatch.cli.render import emit_json
+    from dispatch.store import redact
+
+    cfg = c.config
+
+    def shown(key: str, value: object) -> object:
+        return redact(value) if key == "store" and isinstance(value, str) else value
+
+    if as_json:
+        emit_json(
+            {
+                "profile": cfg.profile,
+                "project_file": str(cfg.project_file) if cfg.project_file else None,
+                "user_file": str(cfg.user_file) if cfg.user_file else None,
+                "settings": {
+                    s.key: {"value": shown(s.key, s.value), "source": s.source} for s in cfg.rows()
+                },
+            }
+        )
+        return
+    click.echo(f"profile       {cfg.profile}")
+    click.echo(f"project file  {cfg.project_file or '(none found upward from here)'}")
+    click.echo(f"user file     {cfg.user_file or '(none)'}")
+    width = max(len(s.key) for s in cfg.rows())
+    for s in cfg.rows():
+        click.echo(f"{s.key:<{width}}  {shown(s.key, s.value)!s:<30}  {s.source}")

@@ -1,0 +1,225 @@
+"""``dispatch submit``: record a job (or, with ``--dry-run``, show what would be sent)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx, seconds_option
+
+if TYPE_CHECKING:
+    from dispatch.client import JobHandle
+    from dispatch.status import Status
+
+_COUNT = click.IntRange(min=1, max=1_000_000)
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@click.option("--backend", help="Where to run it [default: the profile's, else local].")
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(path_type=Path),
+    help="Recovery policy (TOML) [default: the profile's]. Without one, every ending but "
+    "success fails the job.",
+)
+@click.option("--name", help="A name for people; defaults to the command.")
+@click.option(
+    "--script",
+    "script_file",
+    type=click.Path(path_type=Path),
+    help="Run this script instead of a command.",
+)
+@click.option("--nodes", type=_COUNT, help="[default: 1]")
+@click.option("--tasks-per-node", type=_COUNT, help="[default: 1]")
+@click.option("--cpus-per-task", type=_COUNT)
+@click.option("--gpus-per-node", type=click.IntRange(min=0, max=1_000_000))
+@click.option("--mem", help="Memory per node, e.g. 4G.")
+@click.option("--time", "time_limit", help="Time limit: seconds, 90m, or [D-]HH:MM:SS.")
+@click.option("--workdir", help="Working directory of the job.")
+@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="Environment (repeatable).")
+@click.option(
+    "--option",
+    "-o",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Backend option (repeatable); `dispatch backends` lists them.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check everything and print what would be submitted and the plan; record nothing.",
+)
+@click.option("--wait", is_flag=True, help="Supervise here until the job ends or is held.")
+@seconds_option("--interval", 2.0, "Seconds between checks with --wait.")
+@click.argument("command", nargs=-1)
+@json_option
+@pass_ctx
+@handles_errors
+def submit(
+    c: Context,
+    backend: str | None,
+    policy_file: Path | None,
+    name: str | None,
+    script_file: Path | None,
+    nodes: int | None,
+    tasks_per_node: int | None,
+    cpus_per_task: int | None,
+    gpus_per_node: int | None,
+    mem: str | None,
+    time_limit: str | None,
+    workdir: str | None,
+    env: tuple[str, ...],
+    options: tuple[str, ...],
+    dry_run: bool,
+    wait: bool,
+    interval: float,
+    command: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Submit COMMAND (after --) or --script FILE; print the job id.
+
+    \b
+    dispatch submit --policy policy.toml -- python train.py --epochs 10
+    """
+    from dispatch.cli.render import emit_json
+    from dispatch.errors import BadInput
+
+    if bool(command) == bool(script_file):
+        raise BadInput("give a command after `--` or --script FILE (one of them)")
+    from dispatch import units
+
+    given: dict[str, Any] = {
+        "nodes": nodes,
+        "tasks_per_node": tasks_per_node,
+        "cpus_per_task": cpus_per_task,
+        "gpus_per_node": gpus_per_node,
+    }
+    resources = dict(c.config.value("resources") or {})
+    resources.update({k: v for k, v in given.items() if v is not None})
+    if mem is not None:
+        resources.pop("mem", None)
+        resources["memory_mb"] = units.megabytes(mem, "--mem")
+    if time_limit is not None:
+        resources.pop("time", None)
+        resources["time_limit"] = units.duration(time_limit, "--time")
+    script = None
+    if script_file is not None:
+        from dispatch.client import default_name
+        from dispatch.userfiles import SCRIPT_LIMIT, read_text
+
+        script = read_text(script_file, "--script", SCRIPT_LIMIT)
+        name = name if name is not None else default_name(script_file, ())
+    client = c.client
+    spec = client.spec(
+        command or None,
+        script=script,
+        name=name,
+        resources=resources,
+        env=pairs(env, "--env"),
+        workdir=workdir,
+        options=pairs(options, "--option"),
+    )
+    if dry_run:
+        show_dry_run(client.dry_run_spec(spec, backend=backend, policy=policy_file))
+        return
+    bound = client.plan(backend, policy_file)
+    if bound.uncovered and not as_json:
+        click.echo(
+            "uncovered causes (these will fail the job): "
+            + ", ".join(sorted(k.value for k in bound.uncovered)),
+            err=True,
+        )
+    for b in bound.unenforced:
+        click.echo(
+            f"warning: rule {b.index + 1} ({b.rule.describe()}) is not enforced by "
+            f"{bound.declarations.name}; its causes will fail the job",
+            err=True,
+        )
+    handle = client.submit_spec(spec, backend=bound.declarations.name, policy=bound.policy)
+    if not wait:
+        if as_json:
+            emit_json(
+                {"job_id": handle.job_id, "uncovered": sorted(k.value for k in bound.uncovered)}
+            )
+        else:
+            click.echo(handle.job_id)
+        return
+    if not as_json:
+        click.echo(handle.job_id)
+    follow(handle, interval, as_json)
+
+
+def show_dry_run(dry: Any) -> None:
+    from dispatch.cli.render import emit_json, plan_json, plan_text
+
+    ctx = click.get_current_context()
+    if ctx.params.get("as_json"):
+        emit_json(
+            {
+                "dry_run": True,
+                "job_id": dry.job_id,
+                "backend": dry.backend,
+                "spec": dry.spec.model_dump(mode="json"),
+                "rendered": dry.rendered,
+                "plan": plan_json(dry.plan),
+            }
+        )
+        return
+    click.echo(f"dry run: nothing recorded, nothing sent to {dry.backend}")
+    click.echo(f"job id    {dry.job_id}  (a real submit draws a new one)")
+    click.echo(f"name      {dry.spec.name}")
+    click.echo(f"--- what {dry.backend} would be sent for submission 1 ---")
+    click.echo(
+        dry.rendered.rstrip("\n")
+        if dry.rendered is not None
+        else f"({dry.backend} does not implement dispatch_render; the spec:)\n"
+        + dry.spec.model_dump_json(indent=2)
+    )
+    click.echo("--- plan ---")
+    click.echo(plan_text(dry.plan))
+
+
+def pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
+    from dispatch.errors import BadInput
+
+    found: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BadInput(f"{option} {item!r}: expected KEY=VALUE")
+        found[key] = value
+    return found
+
+
+def follow(handle: JobHandle, interval: float, as_json: bool) -> None:
+    """Supervise one job in this process, printing each change, until it ends or is held."""
+    from dispatch.cli import exit_codes
+    from dispatch.cli.render import cause_line, emit_json
+    from dispatch.enums import State
+
+    def changed(status: Status) -> None:
+        if not as_json:
+            click.echo(f"{status.at:%H:%M:%S}  {status.state.value:<10} {cause_line(status.cause)}")
+
+    def unreachable(name: str, problem: str) -> None:
+        click.echo(f"scheduler unreachable, will retry: {problem}", err=True)
+
+    try:
+        status = handle.wait(interval=interval, on_change=changed, on_unreachable=unreachable)
+    except KeyboardInterrupt:
+        click.echo(f"stopped watching; the job goes on: dispatch status {handle.job_id}", err=True)
+        sys.exit(exit_codes.INTERRUPTED)
+    if as_json:
+        emit_json(status.model_dump(mode="json"))
+    elif status.state is State.HELD:
+        job = handle.job_id
+        click.echo(
+            f"held: resolve with `dispatch resubmit {job}`, `dispatch cancel {job}` "
+            f"or `dispatch give-up {job}`"
+        )
+    sys.exit(exit_codes.for_state(status.state))

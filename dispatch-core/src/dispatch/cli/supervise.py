@@ -1,0 +1,74 @@
+"""``dispatch supervise``: the supervisor loop, and the notifications it triggers."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx, seconds_option
+
+if TYPE_CHECKING:
+    from dispatch.supervisor import TickReport
+
+
+@click.command()
+@click.option("--once", is_flag=True, help="Run one tick and exit.")
+@seconds_option("--interval", 5.0, "Seconds between ticks.")
+@seconds_option(
+    "--lease",
+    90.0,
+    "Seconds a job stays this supervisor's after its last tick; another "
+    "supervisor takes over a crashed one's jobs after that.",
+    "lease_seconds",
+)
+@json_option
+@pass_ctx
+@handles_errors
+def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_json: bool) -> None:
+    """Run the supervisor: act on every active job; exits cleanly on SIGTERM/SIGINT."""
+    import dataclasses
+    import os
+    import signal
+    import threading
+    from datetime import timedelta
+
+    crash_at = os.environ.get("DISPATCH_CRASH_AT")
+
+    def step(name: str) -> None:  # fault injection for the crash tests (S-34)
+        if crash_at == name:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    client = c.client
+    supervisor = client.supervisor(step=step, lease_ttl=timedelta(seconds=lease_seconds))
+    stop = threading.Event()
+
+    def report_tick(report: TickReport) -> None:
+        client.tick_notifier(report)
+        if as_json:
+            click.echo(json.dumps(dataclasses.asdict(report), default=str))
+        else:
+            click.echo(tick_line(report), err=not once)
+
+    try:
+        if once:
+            report_tick(supervisor.tick())
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        supervisor.run(interval=interval, stop=stop, on_tick=report_tick)
+    finally:
+        supervisor.release()
+        if client.notifier is not None:
+            client.notifier.flush(timeout=client.notifier.timeout)
+
+
+def tick_line(report: Any) -> str:
+    bits = [
+        f"{report.at:%H:%M:%S} active={report.active} appended={report.appended} "
+        f"submitted={report.submitted} stopped={report.stopped}"
+    ]
+    bits += [f"unreachable {k}: {v}" for k, v in report.unreachable.items()]
+    bits += [f"error: {e}" for e in report.errors]
+    return "  ".join(bits)

@@ -1,0 +1,694 @@
+"""``dispatch.Client``: submit, watch and recover jobs from Python.
+
+The same record, the same supervisor and the same checks as the ``dispatch`` command,
+which is a thin shell over this module: a job submitted here shows in ``dispatch list``,
+and one submitted there is a :class:`JobHandle` here (``client.job(job_id)``).
+
+::
+
+    from dispatch import Client
+
+    client = Client()                       # the default record, or Client("sqlite:///x.db")
+    job = client.submit(["python", "train.py"], policy="policy.toml",
+                        resources={"cpus_per_task": 4, "time": "2h"})
+    final = job.wait(timeout=3600, on_change=lambda s: print(s.state.value))
+    for chunk in job.logs(tail=20):
+        print(chunk.text, end="")
+
+``wait`` supervises the job in this process while it waits (as ``dispatch watch`` does),
+so nothing else needs to run; a supervisor elsewhere holding the job's lease is fine too.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dispatch.errors import BadInput, DispatchError, Unreachable
+
+if TYPE_CHECKING:
+    from dispatch.backends import Backend, Registry
+    from dispatch.config import Config
+    from dispatch.job import Job, Transition
+    from dispatch.logs import LogChunk
+    from dispatch.notify import Notifier
+    from dispatch.policy import Plan, RecoveryPolicy
+    from dispatch.spec import JobSpec, Resources
+    from dispatch.status import Status
+    from dispatch.store.base import JobSummary, RecordStore
+    from dispatch.supervisor import TickReport
+
+_RESOURCE_KEYS = (
+    "nodes",
+    "tasks_per_node",
+    "cpus_per_task",
+    "gpus_per_node",
+    "mem",
+    "memory_mb",
+    "time",
+    "time_limit",
+)
+
+_INTERPRETERS = {"sh", "bash", "python", "python3", "torchrun", "srun", "env", "uv", "deepspeed"}
+
+
+class Deferred(Unreachable):
+    """A request was recorded but the scheduler could not be reached to carry it out now;
+    any supervisor carries it out once it can (the record holds it)."""
+
+    def __init__(self, job_id: str, done: str, problems: Mapping[str, str]) -> None:
+        self.job_id = job_id
+        self.done = done
+        super().__init__(
+            f"{done}; the scheduler is unreachable, a supervisor will carry it out: "
+            + "; ".join(problems.values())
+        )
+
+
+class WaitTimeout(DispatchError, TimeoutError):
+    """``JobHandle.wait(timeout=...)`` ran out before the job ended or was held."""
+
+    def __init__(self, status: Status, timeout: float) -> None:
+        self.status = status
+        super().__init__(
+            f"job {status.job_id} is still {status.state.value} after {timeout:g} s "
+            "(it goes on; wait again or check its status)"
+        )
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What ``submit`` would record and send, sent nowhere (``submit --dry-run``)."""
+
+    job_id: str
+    backend: str
+    spec: JobSpec
+    plan: Plan
+    #: The backend's own rendering (sbatch script, manifest, runner argv), or None when
+    #: the backend does not implement ``dispatch_render``.
+    rendered: str | None
+
+
+def current_actor() -> str:
+    """Who is asking: the OS user (recorded with every request)."""
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry in a container: still say someone did it
+        return "unknown-user"
+
+
+def _text(value: str, where: str) -> str:
+    """Refuse text that cannot be recorded: undecodable bytes arrive as surrogates."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(value[exc.start]) - 0xDC00 if "\udc80" <= value[exc.start] <= "\udcff" else None
+        what = f"byte 0x{byte:02x}" if byte is not None else f"character {value[exc.start]!r}"
+        shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise BadInput(
+            f"{where} '{shown}': not valid UTF-8 ({what} at position {exc.start}); "
+            "dispatch records text only"
+        ) from None
+    return value
+
+
+def check_text(value: object, where: str) -> None:
+    """Refuse undecodable bytes anywhere in a str, or in the strs of a tuple/list/dict."""
+    if isinstance(value, str):
+        _text(value, where)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            check_text(key, f"{where} key")
+            check_text(item, f"{where} {key!r}")
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            check_text(item, where)
+
+
+def default_name(script_file: str | os.PathLike[str] | None, command: Sequence[str]) -> str:
+    """The script's name, or the program's, skipping an interpreter in front of it."""
+    from dispatch.userfiles import shown
+
+    if script_file is not None:
+        return shown(Path(script_file).name) or "script"
+    words = [w for w in command if not w.startswith("-")]
+    for word in words:
+        if Path(word).name not in _INTERPRETERS and Path(word).name:
+            return Path(word).name
+    return Path(command[0]).name or "job"
+
+
+def build_resources(given: Resources | Mapping[str, Any] | None, where: str = "resources") -> Any:
+    """A :class:`dispatch.Resources` from one, or from a mapping of the keys people write
+    (``nodes``, ``tasks_per_node``, ``cpus_per_task``, ``gpus_per_node``, ``mem`` such as
+    ``"4G"`` or ``memory_mb``, ``time`` such as ``"90m"`` or ``time_limit`` as a timedelta
+    or seconds); every error names the key."""
+    from dispatch import units
+    from dispatch.spec import Resources
+
+    if given is None:
+        return Resources()
+    if isinstance(given, Resources):
+        return given
+    if not isinstance(given, Mapping):
+        raise BadInput(f"{where}: give a Resources or a mapping, not {type(given).__name__}")
+    unknown = sorted(set(given) - set(_RESOURCE_KEYS))
+    if unknown:
+        raise BadInput(
+            f"{where}: unknown key(s) {', '.join(map(str, unknown))} "
+            f"(keys: {', '.join(_RESOURCE_KEYS)})"
+        )
+    fields: dict[str, Any] = {}
+    for key, minimum in (("nodes", 1), ("tasks_per_node", 1), ("cpus_per_task", 1)):
+        if given.get(key) is not None:
+            fields[key] = _count(given[key], f"{where}.{key}", minimum)
+    if given.get("gpus_per_node") is not None:
+        fields["gpus_per_node"] = _count(given["gpus_per_node"], f"{where}.gpus_per_node", 0)
+    mem, mb = given.get("mem"), given.get("memory_mb")
+    if mem is not None:
+        if not isinstance(mem, str):
+            raise BadInput(f"{where}.mem: give a size such as '4G', got {mem!r}")
+        fields["memory_mb"] = units.megabytes(mem, f"{where}.mem")
+    elif mb is not None:
+        fields["memory_mb"] = _count(mb, f"{where}.memory_mb", 1)
+    limit = given.get("time", given.get("time_limit"))
+    if limit is not None:
+        key = f"{where}.time" if "time" in given else f"{where}.time_limit"
+        if isinstance(limit, timedelta):
+            limit = str(int(limit.total_seconds()))
+        elif isinstance(limit, (int, float)) and not isinstance(limit, bool):
+            limit = str(int(limit)) if limit == int(limit) else str(limit)
+        if not isinstance(limit, str):
+            raise BadInput(f"{key}: give a duration such as '90m', got {limit!r}")
+        fields["time_limit"] = units.duration(limit, key)
+    return Resources(**fields)
+
+
+def _count(value: object, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInput(f"{where}: give a whole number, got {value!r}")
+    if value < minimum:
+        raise BadInput(f"{where} must be at least {minimum}, got {value}")
+    if value > 1_000_000:
+        raise BadInput(f"{where}: {value} is more than any scheduler has")
+    return value
+
+
+def _pairs(given: Mapping[str, str] | None, where: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for key, value in (given or {}).items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise BadInput(f"{where}: {key!r}={value!r}: keys and values are text, keys non-empty")
+        check_text(key, f"{where} key")
+        check_text(value, f"{where} {key!r}")
+        pairs[key] = value
+    return pairs
+
+
+class Client:
+    """The way into dispatch from Python: submit jobs and find them again.
+
+    :param store: a record store URL (``sqlite:///path.db``, ``postgresql://...``), an
+        open :class:`~dispatch.store.base.RecordStore`, or None for the configured one
+        (``DISPATCH_STORE``, else ``$XDG_STATE_HOME/dispatch/record.db``).
+    :param registry: the backends (default: the installed ones).
+    :param defaults: a :class:`dispatch.config.Config` whose profile fills in backend,
+        policy, resources and options a call leaves out (see :meth:`from_config`).
+    :param notifier: told after each supervisor tick run here (``wait``, requests).
+    """
+
+    def __init__(
+        self,
+        store: str | RecordStore | None = None,
+        *,
+        registry: Registry | None = None,
+        actor: str | None = None,
+        defaults: Config | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        if store is not None and not isinstance(store, str):
+            self._store: RecordStore | None = store
+            self._store_url: str | None = None
+        else:
+            self._store = None
+            self._store_url = store
+        self._registry = registry
+        self.actor = actor or current_actor()
+        self.defaults = defaults
+        self.notifier = notifier
+
+    @classmethod
+    def from_config(
+        cls, profile: str | None = None, *, cwd: str | os.PathLike[str] | None = None
+    ) -> Client:
+        """A client with the effective configuration: ``dispatch.toml`` found upward from
+        ``cwd``, the user's file, the environment, and the profile named (see
+        docs/cli.md, "Configuration")."""
+        from dispatch.config import load_config
+
+        config = load_config(profile=profile, cwd=cwd)
+        return cls(
+            config.value("store"), defaults=config, notifier=config.notifier(config.value("store"))
+        )
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def store(self) -> RecordStore:
+        if self._store is None:
+            from dispatch.store import open_store
+
+            self._store = open_store(self._store_url)
+        return self._store
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            from dispatch.backends import Registry
+
+            self._registry = Registry.from_entry_points()
+        return self._registry
+
+    @property
+    def store_url(self) -> str | None:
+        return self._store_url
+
+    def backend(self, name: str) -> Backend:
+        return self.registry.get(name)
+
+    def close(self) -> None:
+        if self.notifier is not None:
+            self.notifier.close()
+        if self._store is not None:
+            self._store.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _default(self, key: str) -> Any:
+        return self.defaults.value(key) if self.defaults is not None else None
+
+    # ------------------------------------------------------------------ policy and plan
+    def policy(self, policy: Any = None) -> RecoveryPolicy:
+        """A policy from a policy, a file path, or the profile's (None: no rules)."""
+        from dispatch.policy import RecoveryPolicy
+        from dispatch.userfiles import load_policy
+
+        if policy is None:
+            policy = self._default("policy")
+        if policy is None:
+            return RecoveryPolicy()
+        if isinstance(policy, RecoveryPolicy):
+            return policy.validate()
+        if isinstance(policy, (str, os.PathLike)):
+            return load_policy(policy)  # type: ignore[no-any-return]
+        raise BadInput(f"policy: give a RecoveryPolicy or a file path, not {type(policy).__name__}")
+
+    def plan(self, backend: str | None = None, policy: Any = None) -> Plan:
+        """Bind a policy to a backend: who enforces each rule, which causes stay uncovered."""
+        from dispatch.jobs import bind_plan
+
+        return bind_plan(self.registry, self._backend_name(backend), self.policy(policy))
+
+    def _backend_name(self, backend: str | None) -> str:
+        name = backend or self._default("backend") or "local"
+        check_text(name, "backend")
+        return str(name)
+
+    # ------------------------------------------------------------------ submit
+    def spec(
+        self,
+        command: Sequence[str] | None = None,
+        *,
+        script: str | None = None,
+        script_file: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        resources: Resources | Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> JobSpec:
+        """The :class:`dispatch.JobSpec` a submit would record, checked (S-36).
+
+        Resources and options the call leaves out come from the profile.
+        """
+        from dispatch.spec import JobSpec
+        from dispatch.userfiles import SCRIPT_LIMIT, read_text
+
+        given_script = script is not None or script_file is not None
+        if bool(command) == given_script or (script is not None and script_file is not None):
+            raise BadInput("give a command or a script (one of them)")
+        if command is not None and (isinstance(command, str) or not command):
+            raise BadInput("command: give the program and its arguments as a list of strings")
+        words = tuple(command or ())
+        for i, word in enumerate(words):
+            if not isinstance(word, str):
+                raise BadInput(f"command word {i + 1}: {word!r} is not a string")
+            check_text(word, f"command word {i + 1}")
+        if words and not words[0]:
+            raise BadInput("command: the program name (its first word) is empty")
+        if words and "\0" in "".join(words):
+            raise BadInput("command: a word holds a NUL byte, which no program can receive")
+        if script_file is not None:
+            script = read_text(script_file, "script", SCRIPT_LIMIT)
+        if script is not None:
+            check_text(script, "script")
+            if not script.strip():
+                raise BadInput("script: it is empty")
+        if name is not None:
+            check_text(name, "name")
+            if not name.strip():
+                raise BadInput("name: give a non-empty name, or leave it out")
+        if workdir is not None:
+            check_text(workdir, "workdir")
+            if not workdir or "\0" in workdir:
+                raise BadInput(f"workdir {workdir!r}: give a directory path")
+        if resources is None:
+            resources = self._default("resources")
+        merged_options = dict(self._default("options") or {})
+        merged_options.update(options or {})
+        return JobSpec(
+            name=name or default_name(script_file, words),
+            command=words,
+            script=script,
+            env=_pairs(env, "env"),
+            workdir=workdir,
+            resources=build_resources(resources),
+            options=_pairs(merged_options, "option"),
+        )
+
+    def _prepare(self, backend: str | None, policy: Any, spec: JobSpec) -> tuple[str, Any]:
+        """Everything that can refuse a job, before anything is recorded."""
+        from dispatch.jobs import bind_plan, check_spec
+
+        name = self._backend_name(backend)
+        chosen = self.policy(policy)
+        plan = bind_plan(self.registry, name, chosen)
+        check_spec(self.registry, name, spec)
+        self.registry.get(name).validate(spec)
+        return name, plan
+
+    def submit(
+        self,
+        command: Sequence[str] | None = None,
+        *,
+        script: str | None = None,
+        script_file: str | os.PathLike[str] | None = None,
+        backend: str | None = None,
+        policy: Any = None,
+        name: str | None = None,
+        resources: Resources | Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> JobHandle:
+        """Record a new job; a supervisor (or :meth:`JobHandle.wait`) submits it.
+
+        :param command: argv (never a shell string), or give ``script``/``script_file``.
+        :param policy: a :class:`dispatch.RecoveryPolicy` or a policy file's path.
+        :param resources: a :class:`dispatch.Resources` or a mapping (see
+            :func:`build_resources`).
+        :raises BadInput: anything the core or the backend refuses; nothing is recorded.
+        """
+        return self.submit_spec(
+            self.spec(
+                command,
+                script=script,
+                script_file=script_file,
+                name=name,
+                resources=resources,
+                env=env,
+                workdir=workdir,
+                options=options,
+            ),
+            backend=backend,
+            policy=policy,
+        )
+
+    def submit_spec(
+        self, spec: JobSpec, *, backend: str | None = None, policy: Any = None
+    ) -> JobHandle:
+        """Record a job from a ready :class:`dispatch.JobSpec` (see :meth:`spec`)."""
+        from dispatch.jobs import create_job
+
+        backend_name, plan = self._prepare(backend, policy, spec)
+        job_id = create_job(
+            self.store,
+            self.registry,
+            backend=backend_name,
+            spec=spec,
+            policy=plan.policy,
+            actor=self.actor,
+        )
+        return JobHandle(self, job_id)
+
+    def dry_run(
+        self,
+        command: Sequence[str] | None = None,
+        *,
+        backend: str | None = None,
+        policy: Any = None,
+        **spec: Any,
+    ) -> DryRun:
+        """What :meth:`submit` would record and what its first submission would send,
+        checked the same way; records nothing and contacts no scheduler."""
+        return self.dry_run_spec(self.spec(command, **spec), backend=backend, policy=policy)
+
+    def dry_run_spec(
+        self, spec: JobSpec, *, backend: str | None = None, policy: Any = None
+    ) -> DryRun:
+        """:meth:`dry_run` for a ready :class:`dispatch.JobSpec`."""
+        from dispatch.enums import Enforcer
+        from dispatch.jobs import new_job_id
+
+        backend_name, plan = self._prepare(backend, policy, spec)
+        native = frozenset(b.rule.action for b in plan.bindings if b.enforcer is Enforcer.BACKEND)
+        spec = spec.model_copy(update={"native_actions": native})
+        job_id = new_job_id()
+        rendered = self.registry.get(backend_name).render(job_id, 1, spec, False)
+        return DryRun(job_id, backend_name, spec, plan, rendered)
+
+    # ------------------------------------------------------------------ finding jobs
+    def job(self, job_id: str) -> JobHandle:
+        """A handle on a recorded job; ``UnknownJob`` when the record has none."""
+        check_text(job_id, "job id")
+        handle = JobHandle(self, job_id)
+        handle.record()
+        return handle
+
+    def jobs(self, state: str | None = None, limit: int | None = None) -> list[JobSummary]:
+        """Jobs in the record, newest first (no scheduler call); ``state`` is ``active``
+        or a terminal state."""
+        return self.store.jobs(state=state, limit=limit)
+
+    def status(self, job_id: str, *, backend: str | None = None, record: bool = True) -> Status:
+        """The record plus one fresh discovery; ``record=False`` asks the backend alone
+        (S-29, level object-only, needs ``backend``)."""
+        from dispatch.jobs import status_of
+
+        check_text(job_id, "job id")
+        if backend is not None:
+            check_text(backend, "backend")
+        return status_of(self.store if record else None, self.registry, job_id, backend=backend)
+
+    # ------------------------------------------------------------------ supervising
+    def supervisor(self, jobs: Sequence[str] | None = None, **options: Any) -> Any:
+        from dispatch.supervisor import Supervisor
+
+        return Supervisor(self.store, self.registry, jobs=jobs, **options)
+
+    def tick_notifier(self, report: TickReport | None = None) -> None:
+        if self.notifier is not None:
+            self.notifier.poke()
+
+    def request(self, job_id: str, make: Callable[[Job], list[Any]], done: str) -> Status:
+        """Append what a person asked, then run one supervisor tick on the job so it
+        happens now; :class:`Deferred` when the scheduler could not be reached for it."""
+        from dispatch.jobs import append_request, load_job, status_of
+
+        check_text(job_id, "job id")
+        job = load_job(self.store, job_id)
+        append_request(self.store, job, make(job))
+        supervisor = self.supervisor([job_id])
+        try:
+            report = supervisor.tick()
+        finally:
+            supervisor.release()
+        self.tick_notifier(report)
+        if report.unreachable:
+            raise Deferred(job_id, done, report.unreachable)
+        return status_of(self.store, self.registry, job_id)
+
+
+class JobHandle:
+    """One job: ask about it, wait for it, act on it. Cheap: holds only the id."""
+
+    def __init__(self, client: Client, job_id: str) -> None:
+        self.client = client
+        self.job_id = job_id
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.job_id!r})"
+
+    def record(self) -> Job:
+        """The job as its record says (folded events, no scheduler call)."""
+        from dispatch.jobs import load_job
+
+        return load_job(self.client.store, self.job_id)
+
+    def status(self) -> Status:
+        """The record plus one fresh look at the scheduler (S-40)."""
+        return self.client.status(self.job_id)
+
+    def history(self) -> tuple[Transition, ...]:
+        """The committed transitions: recoveries, holds, escalations, the outcome."""
+        return self.record().history
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        on_change: Callable[[Status], None] | None = None,
+        interval: float = 2.0,
+        on_unreachable: Callable[[str, str], None] | None = None,
+    ) -> Status:
+        """Supervise the job here until it ends or is held; return its final status.
+
+        :param on_change: called with the status each time its state or cause changes.
+        :param on_unreachable: called with (backend, problem) when a tick could not ask.
+        :raises WaitTimeout: ``timeout`` seconds passed first (the job goes on).
+        """
+        from dispatch import units
+        from dispatch.enums import State
+
+        interval = units.seconds(interval, "interval")
+        if timeout is not None:
+            timeout = units.seconds(timeout, "timeout", maximum=float("inf"))
+        self.record()  # an unknown id fails before anything starts
+        deadline = None if timeout is None else time.monotonic() + timeout
+        supervisor = self.client.supervisor([self.job_id])
+        stop = threading.Event()
+        seen: list[tuple[object, ...]] = []
+        last: list[Status] = []
+        ended: list[bool] = []
+
+        def on_tick(report: TickReport) -> None:
+            self.client.tick_notifier(report)
+            if on_unreachable is not None:
+                for name, problem in report.unreachable.items():
+                    on_unreachable(name, problem)
+            try:
+                status = self.status()
+            except Unreachable as exc:
+                if on_unreachable is not None:
+                    on_unreachable("", str(exc))
+                return
+            last[:] = [status]
+            cause = status.cause
+            key = (
+                (status.state, cause.kind, cause.detail, cause.exit_code)
+                if cause
+                else (status.state,)
+            )
+            if not seen or seen[-1] != key:
+                seen.append(key)
+                if on_change is not None:
+                    on_change(status)
+            if status.settled and (status.state.terminal or status.state is State.HELD):
+                ended.append(True)
+                stop.set()
+            elif deadline is not None and time.monotonic() >= deadline:
+                stop.set()
+
+        try:
+            supervisor.run(interval=interval, stop=stop, on_tick=on_tick)
+        finally:
+            supervisor.release()
+        if not ended:
+            status = last[-1] if last else self.status()
+            raise WaitTimeout(status, timeout or 0.0)
+        return last[-1]
+
+    def cancel(self) -> Status:
+        """Stop its objects and commit cancelled, by you (S-12)."""
+        from dispatch import requests
+        from dispatch.jobs import utc_now
+
+        actor = self.client.actor
+        return self.client.request(
+            self.job_id,
+            lambda job: requests.cancel(job, actor=actor, now=utc_now()),
+            "cancel requested",
+        )
+
+    def resubmit(self) -> Status:
+        """Release a held job with a new submission (spends no budget)."""
+        from dispatch import requests
+        from dispatch.jobs import utc_now
+
+        actor = self.client.actor
+        return self.client.request(
+            self.job_id,
+            lambda job: requests.resubmit(job, actor=actor, now=utc_now()),
+            "resubmitted",
+        )
+
+    def give_up(self) -> Status:
+        """End a held job as failed, with the cause that ended its execution (S-14)."""
+        from dispatch import requests
+        from dispatch.jobs import utc_now
+
+        actor = self.client.actor
+        return self.client.request(
+            self.job_id,
+            lambda job: requests.give_up(job, actor=actor, now=utc_now()),
+            "gave up",
+        )
+
+    def supersede(self) -> JobHandle:
+        """Run this finished job again as a new job naming this one (S-18)."""
+        from dispatch.jobs import supersede_job
+
+        new_id = supersede_job(
+            self.client.store, self.client.registry, self.job_id, actor=self.client.actor
+        )
+        return JobHandle(self.client, new_id)
+
+    def logs(
+        self,
+        *,
+        submission: int | None = None,
+        stream: str = "stdout",
+        node: str | None = None,
+        rank: int | None = None,
+        tail: int | None = None,
+        follow: bool = False,
+        interval: float = 1.0,
+    ) -> Iterator[LogChunk]:
+        """What the job printed, as :class:`dispatch.logs.LogChunk` s, streamed (S-46).
+
+        Every submission in order (earlier ones after a recovery too), or only
+        ``submission``; ``tail`` keeps the last lines of each; ``follow`` goes on until the
+        job ends or is held.
+        """
+        from dispatch.logs import job_logs
+
+        return job_logs(
+            self,
+            submission=submission,
+            stream=stream,
+            node=node,
+            rank=rank,
+            tail=tail,
+            follow=follow,
+            interval=interval,
+        )

@@ -1,0 +1,125 @@
+"""The one error boundary: every error type a user can meet reaches them as a message and
+the documented exit code, never a traceback (issue 9: "a test feeds each error type
+through the CLI")."""
+
+from __future__ import annotations
+
+import inspect
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import dispatch.errors
+import pytest
+from click.testing import CliRunner
+from dispatch import CauseKind, Declarations, Discovery, hookimpl
+from dispatch.backends import Registry
+from dispatch.cli.common import Context
+from dispatch.cli.main import cli
+from dispatch.client import Client, Deferred, WaitTimeout
+
+#: docs/cli.md, "Exit codes": the documented code of each kind of error.
+DOCUMENTED = [
+    (dispatch.errors.Unreachable, 3),
+    (dispatch.errors.RecordConflict, 4),
+    (dispatch.errors.DecodeError, 4),
+    (dispatch.errors.BackendBroken, 7),
+    (dispatch.errors.BadInput, 2),
+    (dispatch.errors.SubmitRefused, 2),
+    (dispatch.errors.DispatchError, 2),
+    (OSError, 3),
+    (Exception, 70),
+]
+
+
+def _documented(cls: type[BaseException]) -> int:
+    return next(code for base, code in DOCUMENTED if issubclass(cls, base))
+
+
+def _error_types() -> list[type[BaseException]]:
+    """Every dispatch error class (those added later included), plus a bug and an OS error."""
+    found = {
+        cls
+        for _, cls in inspect.getmembers(dispatch.errors, inspect.isclass)
+        if issubclass(cls, dispatch.errors.DispatchError)
+    }
+    found |= {Deferred, WaitTimeout, OSError, RuntimeError, KeyError}
+    return sorted(found, key=lambda c: c.__name__)
+
+
+def _make(cls: type[BaseException]) -> BaseException:
+    for args in ((["boom: what went wrong"],), ("boom: what went wrong",)):
+        try:
+            return cls(*args)
+        except TypeError:
+            continue
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, "boom: what went wrong")
+    return exc
+
+
+class Raising:
+    """A backend whose discovery raises the exception it is given."""
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+
+    @hookimpl
+    def dispatch_declare(self) -> Declarations:
+        return Declarations(
+            name="raising",
+            node_loss_window=timedelta(seconds=30),
+            reports=frozenset({CauseKind.NONE}),
+        )
+
+    @hookimpl
+    def dispatch_discover(self, job_ids):  # type: ignore[no-untyped-def]
+        if self.error is not None:
+            raise self.error
+        return Discovery(backend="raising", at=datetime.now(UTC))
+
+    @hookimpl
+    def dispatch_submit(self, job_id, submission, spec, gated):  # type: ignore[no-untyped-def]
+        return f"raising-{job_id}"
+
+    @hookimpl
+    def dispatch_open_gate(self, object_id):  # type: ignore[no-untyped-def]
+        return None
+
+    @hookimpl
+    def dispatch_stop(self, object_id, cause):  # type: ignore[no-untyped-def]
+        return None
+
+
+@pytest.mark.parametrize("cls", _error_types(), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("as_json", [False, True])
+def test_every_error_type_exits_with_its_code_and_a_message(
+    tmp_path: Path, cls: type[BaseException], as_json: bool
+) -> None:
+    plugin = Raising()
+    registry = Registry.from_plugins({"raising": plugin})
+    url = f"sqlite://{tmp_path / 'record.db'}"
+    job = Client(url, registry=registry).submit(["true"], backend="raising").job_id
+    plugin.error = _make(cls)
+    args = ["status", job] + (["--json"] if as_json else [])
+    result = CliRunner().invoke(cli, args, obj=Context(url, registry=registry))
+    assert result.exit_code == _documented(cls), (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit)  # not an escaped exception
+    assert "Traceback" not in result.stderr
+    assert "boom: what went wrong" in result.stderr or cls.__name__ in result.stderr
+    if as_json:
+        assert f'"exit_code": {_documented(cls)}' in result.stdout
+
+
+def test_a_bug_names_itself_and_hides_the_traceback_unless_asked(tmp_path: Path) -> None:
+    plugin = Raising()
+    registry = Registry.from_plugins({"raising": plugin})
+    url = f"sqlite://{tmp_path / 'record.db'}"
+    job = Client(url, registry=registry).submit(["true"], backend="raising").job_id
+    plugin.error = ZeroDivisionError("division by zero")
+    quiet = CliRunner().invoke(cli, ["status", job], obj=Context(url, registry=registry))
+    assert "internal error" in quiet.stderr and "ZeroDivisionError" in quiet.stderr
+    assert "Traceback" not in quiet.stderr
+    loud = CliRunner(env={"DISPATCH_DEBUG": "1"}).invoke(
+        cli, ["status", job], obj=Context(url, registry=registry)
+    )
+    assert loud.exit_code == 70 and "Traceback" in loud.stderr

@@ -1,0 +1,115 @@
+"""Bad input on the command line: a clear error naming what and where, exit 2, nothing
+recorded, never a traceback and never a hang (S-36, issue 15.9)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from cli.cli_shell import Shell
+
+
+def _refused(sh: Shell, *args: str | bytes, words: list[str]) -> None:
+    out = sh.run(*args, timeout=30)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    for word in words:
+        assert word in out.stderr, out.stderr
+    assert sh.recorded() == []
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--cpus-per-task", "0"], ["--cpus-per-task", "0"]),
+        (["--gpus-per-node", "-1"], ["--gpus-per-node", "-1"]),
+        (["--nodes", "0"], ["--nodes", "0"]),
+        (["--time", "99999999999d"], ["--time '99999999999d'", "longer than 365 days"]),
+        (["--time", "9" * 5000], ["--time", "longer than 365 days"]),
+        (["--time", "0"], ["--time '0'", "more than 0"]),
+        (["--time", "0:00:00"], ["--time '0:00:00'", "more than 0"]),
+        (["--time", ""], ["--time ''", "give seconds"]),
+        (["--mem", "0"], ["--mem '0'"]),
+        (["--mem", "99999999999999T"], ["--mem", "more than 1 PiB"]),
+        (["--env", "NOEQUALS"], ["--env 'NOEQUALS'", "KEY=VALUE"]),
+        (["--name", " "], ["name", "non-empty"]),
+    ],
+)
+def test_bad_resource_and_option_values_S36(sh: Shell, args: list[str], words: list[str]) -> None:
+    _refused(sh, "submit", *args, "--", "true", words=words)
+
+
+def test_empty_program_name_refused_S36(sh: Shell) -> None:
+    _refused(sh, "submit", "--", "", words=["program name", "empty"])
+
+
+@pytest.mark.parametrize(
+    "args,where",
+    [
+        ([b"status", b"j\xff"], "argument JOB_ID"),
+        ([b"submit", b"--env", b"K\xff=v", b"--", b"true"], "--env"),
+        ([b"submit", b"--env", b"K=v\xfe", b"--", b"true"], "--env"),
+        ([b"submit", b"--name", b"n\xff", b"--", b"true"], "--name"),
+        ([b"submit", b"--workdir", b"/tmp/\xff", b"--", b"true"], "--workdir"),
+        ([b"submit", b"--", b"echo", b"caf\xe9"], "argument COMMAND"),
+        ([b"submit", b"-o", b"k=\xff", b"--", b"true"], "--option"),
+    ],
+)
+def test_non_utf8_argv_named_with_its_option_S36(sh: Shell, args: list[bytes], where: str) -> None:
+    _refused(sh, *args, words=[where, "not valid UTF-8", "0x"])
+
+
+def test_non_utf8_script_names_file_and_line_S36(sh: Shell) -> None:
+    script = sh.home / "bad.sh"
+    script.write_bytes(b"echo ok\necho \xff\xfe\n")
+    _refused(sh, "submit", "--script", str(script), words=["bad.sh", "not UTF-8", "line 2"])
+
+
+@pytest.mark.parametrize("verb", ["submit", "plan"])
+def test_policy_that_is_no_policy_file_S36(sh: Shell, verb: str) -> None:
+    deep = sh.write("deep.toml", "x = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    fifo = sh.home / "fifo.toml"
+    os.mkfifo(fifo)
+    cases = [
+        (deep, ["deep.toml", "nested too deeply"]),
+        (Path("/dev/zero"), ["/dev/zero", "character device"]),
+        (fifo, ["fifo.toml", "FIFO"]),  # must not hang: the run has a timeout
+        (sh.home, [str(sh.home), "directory"]),
+    ]
+    for path, words in cases:
+        extra = ["--", "true"] if verb == "submit" else ["--backend", "local"]
+        _refused(sh, verb, "--policy", str(path), *extra, words=words)
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--lease", "nan"], ["--lease", "nan"]),
+        (["--lease", "inf"], ["--lease", "inf"]),
+        (["--lease", "-1"], ["--lease", "-1"]),
+        (["--interval", "inf"], ["--interval", "inf"]),
+        (["--interval", "-1"], ["--interval", "-1"]),
+        (["--interval", "nan"], ["--interval", "nan"]),
+        (["--interval", "0"], ["--interval", "0"]),
+    ],
+)
+def test_supervise_bad_seconds_refused_not_spinning_S36(
+    sh: Shell, args: list[str], words: list[str]
+) -> None:
+    _refused(sh, "supervise", *args, words=words)
+
+
+def test_watch_interval_checked_too_S36(sh: Shell) -> None:
+    _refused(sh, "watch", "jnope", "--interval", "nan", words=["--interval"])
+
+
+def test_time_limits_people_type_are_accepted(sh: Shell) -> None:
+    for value, seconds in (("90m", 5400), ("1-00:00:00", 86400), ("30", 30), ("1:30", 90)):
+        out = sh.run("submit", "--dry-run", "--json", "--time", value, "--", "true")
+        assert out.returncode == 0, out.stderr
+        rendered = json.loads(out.stdout)["rendered"]
+        assert f"time     {timedelta(seconds=seconds)} (then SIGTERM" in rendered
+    assert sh.recorded() == []
