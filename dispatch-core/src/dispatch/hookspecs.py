@@ -74,8 +74,17 @@ def dispatch_submit(  # type: ignore[empty-body]
         :func:`dispatch_discover` finds it by job id and submission number even if this
         return value is lost (a crash right after submitting, S-34).
     :raises SubmitRefused: the scheduler refused it; ``detail`` holds its words verbatim.
-        (An object the scheduler accepted and then failed to start is discovered as ended
-        with ``launch-failed`` instead.)
+        Also the refusal of a spec asking for a capability the declarations lack (nodes > 1
+        without ``multi-node``, GPUs, a time limit, ``exclude_nodes``, ``gated``): the
+        core checks capabilities before recording, this is the last line, and the kit
+        requires ``SubmitRefused`` for it. dispatch records a refusal as a failed
+        submission with those words; any other error is retried as a fault. (An object
+        the scheduler accepted and then failed to start is discovered as ended with
+        ``launch-failed`` instead.)
+
+    ``spec.script`` is the text of a script file, not a path: run it by its own ``#!``
+    line, never through ``sh``. ``spec.exclude_nodes`` (with the ``exclude-nodes``
+    capability) names nodes the object must keep off (S-43).
     """
 
 
@@ -83,7 +92,11 @@ def dispatch_submit(  # type: ignore[empty-body]
 def dispatch_open_gate(object_id: str) -> None:
     """Let a gated object start (Slurm ``scontrol release``, TrainJob ``suspend: false``).
 
-    Called only after the discovery showed every older object of the job ended (S-28).
+    Called only after the discovery showed every older object of the job ended (S-28),
+    and only for an object submitted gated, so only on a backend that declares the
+    ``gating`` capability: a backend without it never receives this call (the kit
+    checks it) and may leave the hook out once the registry stops requiring it (issue 16
+    item 4; until then it is ``pass``).
 
     :param object_id: the id :func:`dispatch_submit` returned (or discovery showed).
     :return: None. Idempotent: opening an open gate, or the gate of an ended or unknown

@@ -24,6 +24,7 @@ class ExampleHarness(Harness):
     name = "example"
     poll_interval = 0.1
     timeout = 20.0
+    listing_grace = 2.0  # the file lists an object the moment submit returns
 
     def __init__(self, live: bool = False) -> None:
         super().__init__(live)
