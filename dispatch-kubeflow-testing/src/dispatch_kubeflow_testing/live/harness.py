@@ -1,0 +1,167 @@
+"""The conformance kit's live tier for ``kubeflow`` (``dispatch-conformance kubeflow
+--live``): the real control plane of ``start-kube.sh``, provoked by :class:`LiveDriver`.
+
+The kit's entry point names :class:`dispatch_kubeflow_testing.harness.KubeflowHarness`;
+that class hands the live tier to this one (see .notes/interfaces.md "kube-live needs").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Set
+from contextlib import contextmanager
+from datetime import timedelta
+
+from dispatch.backends import Backend
+from dispatch.errors import SubmitRefused
+from dispatch.spec import JobSpec, Resources
+from dispatch_kubeflow import tags
+from dispatch_kubeflow.backend import KubeflowBackend
+from dispatch_kubeflow.config import KubeflowConfig
+from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
+
+from dispatch_kubeflow_testing.live.cluster import control_plane
+from dispatch_kubeflow_testing.live.driver import LiveDriver
+
+IMAGE = "registry.example/acme/train:1.4"
+
+
+class LiveKubeflowHarness(Harness):
+    name = "kubeflow"
+    poll_interval = 1.0
+    #: the real Job controller backs off between restarts: endings take tens of seconds
+    timeout = 180.0
+
+    def __init__(self, live: bool = True) -> None:
+        super().__init__(live=True)
+        self.driver: LiveDriver | None = None
+
+    @property
+    def live_driver(self) -> LiveDriver:
+        if self.driver is None:
+            raise NotProvokable("the control plane is not started (plugin() was not called)")
+        return self.driver
+
+    def plugin(self) -> object:
+        plane = control_plane()
+        self.driver = LiveDriver(plane)
+        self.driver.cleanup()
+        return KubeflowBackend(
+            KubeflowConfig(
+                kubeconfig=str(plane.kubeconfig), retries=1, connect_timeout=2.0, read_timeout=5.0
+            )
+        )
+
+    def close(self) -> None:
+        if self.driver is not None:
+            self.driver.cleanup()
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    @contextmanager
+    def unreachable(self) -> Iterator[None]:
+        with self.live_driver.api_frozen():
+            yield
+
+    def long_spec(self) -> JobSpec:
+        return JobSpec(
+            name="kit-long",
+            command=("torchrun", "train.py"),
+            resources=Resources(nodes=2),
+            options={"image": IMAGE},
+        )
+
+    def quick_spec(self) -> JobSpec:
+        return JobSpec(name="kit-quick", command=("true",), resources=Resources(nodes=2))
+
+    def restore_nodes(self, nodes: Set[str]) -> None:
+        for node in nodes:
+            self.live_driver.recover_node(node)
+
+    def scenarios(self) -> Set[Scenario]:
+        return frozenset(
+            {
+                Scenario.SUCCESS,
+                Scenario.EXIT_NONZERO,
+                Scenario.SIGNAL,
+                Scenario.TIME_LIMIT,
+                Scenario.PREEMPTED,
+                Scenario.NODE_LOST,
+                Scenario.OUT_OF_MEMORY,
+                Scenario.LAUNCH_FAILED,
+                Scenario.NO_CAPACITY,
+                Scenario.HELD_BY_SCHEDULER,
+                Scenario.NODE_LOST_OF_N,
+                Scenario.RANK_FAILED,
+            }
+        )
+
+    def not_provokable(self) -> Mapping[Scenario, str]:
+        return {
+            Scenario.CANCELLED_BY_SCHEDULER: (
+                "Kubernetes records no cancel: a TrainJob deleted by someone other than "
+                "dispatch is reported unknown; only dispatch's own stop ends one cancelled"
+            ),
+            Scenario.UNMAPPABLE: (
+                "the real controllers only write reasons the adapter maps; writing an "
+                "invented one into their status would fake them (the offline tier covers it)"
+            ),
+            Scenario.NATIVE_RECOVERY: (
+                "the shipped torch-distributed runtime has no JobSet failurePolicy that "
+                "restarts, so nothing restarts natively on this control plane"
+            ),
+        }
+
+    def provoke(self, scenario: Scenario, backend: Backend, job_id: str) -> Provoked:
+        driver = self.live_driver
+        spec = self.long_spec()
+        resources = spec.resources
+        exit_code: int | None = None
+        detail: str | None = None
+        if scenario is Scenario.SUCCESS:
+            spec = self.quick_spec()
+        elif scenario is Scenario.EXIT_NONZERO:
+            spec, exit_code = spec.model_copy(update={"command": ("sh", "-c", "exit 3")}), 3
+        elif scenario is Scenario.TIME_LIMIT:
+            resources = resources.model_copy(update={"time_limit": timedelta(seconds=20)})
+        elif scenario is Scenario.NO_CAPACITY:
+            resources = resources.model_copy(update={"gpus_per_node": 16})
+        elif scenario is Scenario.PREEMPTED:
+            resources = resources.model_copy(update={"gpus_per_node": 8})
+        elif scenario is Scenario.LAUNCH_FAILED:
+            spec = spec.model_copy(update={"options": {"runtime": "kit-no-such-runtime"}})
+        spec = spec.model_copy(update={"resources": resources})
+        try:
+            object_id = backend.submit(job_id, 1, spec, False)
+        except SubmitRefused as exc:
+            if scenario is Scenario.LAUNCH_FAILED:
+                return Provoked(object_id=None, refused=exc)
+            raise
+        name = tags.split_object_id(object_id)[1]
+        nodes: tuple[str, ...] = ()
+        if scenario is Scenario.SIGNAL:
+            driver.exit(name, 137, pod=0)
+            exit_code = 137
+        elif scenario is Scenario.PREEMPTED:
+            driver.preempt(name, pod=0)
+            detail = "PreemptionByScheduler"
+        elif scenario in (Scenario.NODE_LOST, Scenario.NODE_LOST_OF_N):
+            nodes = (driver.lose_node(name, pod=1),)
+        elif scenario is Scenario.OUT_OF_MEMORY:
+            driver.oom(name, pod=1)
+        elif scenario is Scenario.HELD_BY_SCHEDULER:
+            driver.running(name, 2)
+            driver.suspend_behind_back(name)
+        elif scenario is Scenario.RANK_FAILED:
+            driver.running(name, 2)
+            nodes = (str(driver.pod(name, 1)["spec"]["nodeName"]),)
+            driver.exit(name, 3, pod=1)
+            exit_code = 3
+        return Provoked(
+            object_id=object_id,
+            timeout=self.timeout,
+            exit_code=exit_code,
+            detail=detail,
+            nodes=nodes,
+        )
