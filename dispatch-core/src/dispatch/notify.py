@@ -1,4 +1,4 @@
-"""Notifications: tell a person when a job is held, escalated or ends (S-47).
+"""Notifications: tell a person when a job is held, escalated or ends.
 
 The notifier reads the record's feed (``RecordStore.read_since``), so it only ever sees
 committed events, whoever appended them (a supervisor, ``dispatch give-up``). For each
