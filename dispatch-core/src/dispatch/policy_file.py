@@ -1,9 +1,14 @@
 """Recovery policies as TOML files::
 
+    avoid_nodes_after = ["node-lost", "out-of-memory"]   # optional; default ["node-lost"]
+
     [[rule]]
     on = ["preempted", "node-lost"]
     action = "resubmit"
     budget = 3
+
+``avoid_nodes_after`` lists the endings blamed on their nodes: a later submission keeps
+off the nodes such an ending names (S-43); ``[]`` never keeps off a node.
 
 Errors name the file, the rule (1-based, as it appears in the file) and the field (S-36).
 """
@@ -36,16 +41,20 @@ def load_policy(path: str | Path) -> RecoveryPolicy:
 
 
 def parse_policy(data: dict[str, object], where: str = "<policy>") -> RecoveryPolicy:
-    extra = sorted(set(data) - {"rule"})
+    extra = sorted(set(data) - {"rule", "avoid_nodes_after"})
     if extra:
         raise BadInput(
-            f"{where}: unknown top-level key(s) {', '.join(extra)}; rules go in [[rule]] tables"
+            f"{where}: unknown top-level key(s) {', '.join(extra)}; rules go in [[rule]] "
+            "tables (top-level keys: avoid_nodes_after)"
         )
     raw_rules = data.get("rule", [])
     if not isinstance(raw_rules, list):
         raise BadInput(f"{where}: 'rule' must be an array of tables ([[rule]])")
     rules = [_rule(raw, f"{where}: rule {n}") for n, raw in enumerate(raw_rules, start=1)]
     policy = RecoveryPolicy(rules=tuple(rules))
+    if "avoid_nodes_after" in data:
+        avoid = _kinds(data["avoid_nodes_after"], f"{where}: key 'avoid_nodes_after'", empty=True)
+        policy = RecoveryPolicy(rules=policy.rules, avoid_nodes_after=frozenset(avoid))
     try:
         return policy.validate()
     except PolicyError as exc:
@@ -60,20 +69,7 @@ def _rule(raw: object, where: str) -> Rule:
         raise BadInput(
             f"{where}: unknown field(s) {', '.join(unknown)} (fields: on, action, budget)"
         )
-    on = raw.get("on")
-    if isinstance(on, str):
-        on = [on]
-    if not isinstance(on, list) or not on:
-        raise BadInput(f"{where}: field 'on' must list one or more causes")
-    kinds = []
-    for value in on:
-        try:
-            kinds.append(CauseKind(value))
-        except ValueError:
-            names = ", ".join(k.value for k in CauseKind)
-            raise BadInput(
-                f"{where}: field 'on': unknown cause {value!r} (causes: {names})"
-            ) from None
+    kinds = _kinds(raw.get("on"), f"{where}: field 'on'", empty=False)
     try:
         action = Action(str(raw.get("action")))
     except ValueError:
@@ -85,3 +81,20 @@ def _rule(raw: object, where: str) -> Rule:
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
         raise BadInput(f"{where}: field 'budget' must be a whole number, got {budget!r}")
     return Rule(on=tuple(kinds), action=action, budget=budget)
+
+
+def _kinds(value: object, where: str, *, empty: bool) -> list[CauseKind]:
+    """A cause or a list of causes, each a known name; ``where`` names the field."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or (not value and not empty):
+        wanted = "a list of causes" if empty else "one or more causes"
+        raise BadInput(f"{where} must list {wanted}")
+    kinds = []
+    for item in value:
+        try:
+            kinds.append(CauseKind(item))
+        except ValueError:
+            names = ", ".join(k.value for k in CauseKind)
+            raise BadInput(f"{where}: unknown cause {item!r} (causes: {names})") from None
+    return kinds

@@ -31,6 +31,7 @@ from dispatch.events import (
     SubmissionCreated,
     SubmissionRequested,
 )
+from dispatch.spec import JobSpec
 
 
 class _Draft:
@@ -85,7 +86,8 @@ def decide(job: Job, discovery: Discovery, plan: Plan, now: datetime) -> list[Ef
         if obj is None:
             # Intent recorded, object never seen: the submit was lost in a crash. Submit
             # again; if the first one does show up later, it is stopped as a duplicate.
-            draft.effects.append(Submit(job.job_id, current.number, job.spec, current.gated))
+            spec = _spec(job, current.exclude_nodes)
+            draft.effects.append(Submit(job.job_id, current.number, spec, current.gated))
             return draft.result()
         draft.add(
             SubmissionCreated, submission=current.number, object_id=obj.object_id, adopted=True
@@ -170,9 +172,36 @@ def _request_next(job: Job, plan: Plan, kept: dict[int, ObjectView], draft: _Dra
     older_alive = any(o.alive for o in kept.values())
     if older_alive and not plan.declarations.supports(Capability.GATING):
         return  # no gate to hold it behind: wait until the old object is seen ended
+    ended_by = job.current.ended_by if job.current is not None else None
+    _submit_next(job, plan, ended_by, older_alive, draft)
+
+
+def _submit_next(job: Job, plan: Plan, ended_by: Cause | None, gated: bool, draft: _Draft) -> None:
+    """Request the next submission, kept off the nodes earlier endings are blamed on."""
+
+    exclude = _keep_off(job, plan, ended_by)
     number = len(job.submissions) + 1
-    draft.add(SubmissionRequested, submission=number, gated=older_alive)
-    draft.effects.append(Submit(job.job_id, number, job.spec, older_alive))
+    draft.add(SubmissionRequested, submission=number, gated=gated, exclude_nodes=exclude)
+    draft.effects.append(Submit(job.job_id, number, _spec(job, exclude), gated))
+
+
+def _keep_off(job: Job, plan: Plan, ended_by: Cause | None) -> frozenset[str]:
+    """S-43: the nodes the next submission keeps off: the current submission's, and those
+    of the ending it follows when the policy blames that kind of ending on its nodes. None
+    on a backend that cannot keep off a node: nothing is recorded that nobody enforces."""
+
+    if not plan.declarations.supports(Capability.EXCLUDE_NODES):
+        return frozenset()
+    earlier = job.current.exclude_nodes if job.current is not None else frozenset()
+    if ended_by is None or ended_by.kind not in plan.policy.avoid_nodes_after:
+        return earlier
+    return earlier | frozenset(ended_by.nodes)
+
+
+def _spec(job: Job, exclude: frozenset[str]) -> JobSpec:
+    if not exclude - job.spec.exclude_nodes:
+        return job.spec
+    return job.spec.model_copy(update={"exclude_nodes": job.spec.exclude_nodes | exclude})
 
 
 def _watch(
@@ -307,9 +336,7 @@ def _apply(
         still_alive = live is not None  # a fenced object is being stopped, not yet ended
         if still_alive and not plan.declarations.supports(Capability.GATING):
             return  # submitted on a later tick, once the old object is seen ended
-        number = len(job.submissions) + 1
-        draft.add(SubmissionRequested, submission=number, gated=still_alive)
-        draft.effects.append(Submit(job.job_id, number, job.spec, still_alive))
+        _submit_next(job, plan, cause, still_alive, draft)
     elif verdict is Verdict.FAIL:
         draft.add(EscalationRaised, reason=ruling.reason, cause=cause)
         draft.add(OutcomeCommitted, state=OUTCOME[verdict], cause=cause)

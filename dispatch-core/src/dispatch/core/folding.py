@@ -53,6 +53,8 @@ class _Draft:
     missing_since: datetime | None = None
     handled: bool = False
     native_recoveries: tuple[int, ...] = ()
+    ended_by: Cause | None = None
+    exclude_nodes: frozenset[str] = frozenset()
 
 
 class _Scratch:
@@ -136,7 +138,14 @@ def _applies(cls: type[_E]) -> Callable[[_Applier[_E]], _Applier[_E]]:
 @_applies(SubmissionRequested)
 def _requested(s: _Scratch, e: SubmissionRequested) -> None:
     s.awaiting = False
-    s.submissions.append(_Draft(number=e.submission, requested_at=e.at, gated=e.gated))
+    s.submissions.append(
+        _Draft(
+            number=e.submission,
+            requested_at=e.at,
+            gated=e.gated,
+            exclude_nodes=e.exclude_nodes,
+        )
+    )
 
 
 @_applies(SubmissionCreated)
@@ -180,6 +189,7 @@ def _recovery(s: _Scratch, e: RecoveryStarted) -> None:
         sub.native_recoveries = (*sub.native_recoveries, e.execution)
     else:
         sub.handled = True
+        sub.ended_by = e.cause
         s.awaiting = True
     s.note(
         e, State.RECOVERING, e.cause, f"{e.action.value} by {e.enforcer.value} (rule {e.rule + 1})"
@@ -189,7 +199,9 @@ def _recovery(s: _Scratch, e: RecoveryStarted) -> None:
 @_applies(HoldPlaced)
 def _hold(s: _Scratch, e: HoldPlaced) -> None:
     if e.submission is not None:
-        s.submission(e.submission, e).handled = True
+        sub = s.submission(e.submission, e)
+        sub.handled = True
+        sub.ended_by = e.cause
     s.hold = Hold.trusted(since=e.at, cause=e.cause, rule=e.rule, submission=e.submission)
     s.note(e, State.HELD, e.cause, "recovery hold" if e.rule is not None else "hold")
 

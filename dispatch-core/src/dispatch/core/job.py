@@ -17,7 +17,9 @@ from dispatch.spec import JobSpec
 
 class Submission(Model):
     """One attempt, as recorded. ``handled`` is True once its ending has been decided on
-    (a recovery, a hold or an outcome), so a late ending of the same object is ignored."""
+    (a recovery, a hold or an outcome), so a late ending of the same object is ignored;
+    ``ended_by`` is the cause a recovery or hold was decided on. ``exclude_nodes`` are the
+    nodes it was asked to keep off (S-43)."""
 
     number: int = Field(ge=1)
     requested_at: AwareDatetime
@@ -30,6 +32,8 @@ class Submission(Model):
     missing_since: AwareDatetime | None = None
     handled: bool = False
     native_recoveries: tuple[int, ...] = ()
+    ended_by: Cause | None = None
+    exclude_nodes: frozenset[str] = frozenset()
 
 
 class Hold(Model):

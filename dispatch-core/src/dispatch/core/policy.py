@@ -31,8 +31,20 @@ class Rule(Model):
         return f"on [{kinds}] {self.action.value}{budget}"
 
 
+#: By default only a lost node is blamed on the node (S-43).
+AVOID_NODES_AFTER = frozenset({CauseKind.NODE_LOST})
+
+
 class RecoveryPolicy(Model):
+    """The rules, and which endings are blamed on their nodes.
+
+    ``avoid_nodes_after``: after an ending of one of these kinds that names its nodes
+    (``Cause.nodes``), every later submission of the job keeps off those nodes, on a
+    backend declaring ``exclude-nodes`` (S-43). Empty: never keep off a node.
+    """
+
     rules: tuple[Rule, ...] = ()
+    avoid_nodes_after: frozenset[CauseKind] = AVOID_NODES_AFTER
 
     def validate(self) -> RecoveryPolicy:  # type: ignore[override]
         """Refuse an ambiguous or meaningless policy (S-8); return self when it is sound.
@@ -82,6 +94,11 @@ class RecoveryPolicy(Model):
                 problems.append(
                     f"{label}: {rule.action.value} takes no budget, got {rule.budget!r}"
                 )
+        for kind in sorted(self.avoid_nodes_after - COVERABLE_ENDINGS):
+            problems.append(
+                f"avoid_nodes_after names {kind.value!r}, which never ends an object for a "
+                "node's fault; remove it"
+            )
         if problems:
             raise PolicyError(problems)
         return self

@@ -8,6 +8,7 @@ can never disagree (S-40): both go through here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from dispatch.core.cause import Cause
@@ -37,22 +38,37 @@ def project(
     objects = discovery.of_job(job.job_id)
     if job.outcome is not None:
         return _status(job, objects, now, job.outcome.state, job.outcome.cause, settled=True)
-    pending = look_ahead(job, discovery, now)
-    settled = not any(isinstance(e, _ENDING_EVENTS) for e in pending)
-    state, cause = shown(fold(pending, job) if pending else job, objects)
-    return _status(job, objects, now, state, cause, settled=settled)
+    ahead = look_ahead(job, discovery, now)
+    state, cause = shown(ahead.job, objects)
+    return _status(job, objects, now, state, cause, settled=ahead.settled)
 
 
-def look_ahead(job: Job, discovery: Discovery, now: datetime) -> list[Event]:
-    """The events ``decide`` would append now: what the record will say once the
-    supervisor has seen this discovery."""
+@dataclass(frozen=True)
+class Ahead:
+    """The record as it will be once a supervisor has acted on one discovery: the events
+    ``decide`` appends now, and the job they fold to. A request a person makes on what
+    ``status`` showed (give up a job shown ``held (not yet committed)``) is made on
+    ``job`` and appended after ``events``, in one append at the record's version."""
 
-    return [
+    events: tuple[Event, ...]
+    job: Job
+
+    @property
+    def settled(self) -> bool:
+        """False while an ending is decided but not yet committed (S-21)."""
+        return not any(isinstance(e, _ENDING_EVENTS) for e in self.events)
+
+
+def look_ahead(job: Job, discovery: Discovery, now: datetime) -> Ahead:
+    """What the plan commits for ``job`` given ``discovery``, without committing it."""
+
+    events = tuple(
         e
         for eff in decide(job, discovery, job.plan, now)
         if isinstance(eff, Append)
         for e in eff.events
-    ]
+    )
+    return Ahead(events, fold(events, job) if events else job)
 
 
 def _status(
@@ -72,6 +88,7 @@ def _status(
             gate_opened=s.gate_opened,
             failed=s.failed,
             objects=tuple(o for o in objects if o.submission == s.number),
+            exclude_nodes=tuple(sorted(s.exclude_nodes)),
         )
         for s in job.submissions
     )
@@ -95,6 +112,7 @@ def _status(
         supersedes=job.supersedes,
         superseded_by=job.superseded_by,
         budgets=budgets,
+        exclude_nodes=subs[-1].exclude_nodes if subs else (),
     )
 
 

@@ -12,12 +12,15 @@ from dispatch.enums import Level, State
 
 
 class SubmissionStatus(Model):
+    """One submission: its object(s) now, and the nodes it was asked to keep off (S-43)."""
+
     number: int
     object_id: str | None = None
     gated: bool = False
     gate_opened: bool = False
     failed: Cause | None = None
     objects: tuple[ObjectView, ...] = ()
+    exclude_nodes: tuple[str, ...] = ()
 
 
 class Status(Model):
@@ -26,6 +29,7 @@ class Status(Model):
     ``settled`` is False while the discovery shows an ending the record has not committed
     yet; ``state`` then shows what the plan will commit (S-21). ``history`` holds only
     committed transitions; running shows in ``state``, never in ``history`` (S-23).
+    ``exclude_nodes`` are the nodes the latest submission keeps off, sorted (S-43).
     """
 
     job_id: str
@@ -42,3 +46,4 @@ class Status(Model):
     supersedes: str | None = None
     superseded_by: tuple[str, ...] = ()
     budgets: dict[str, int] = Field(default_factory=dict)
+    exclude_nodes: tuple[str, ...] = ()
