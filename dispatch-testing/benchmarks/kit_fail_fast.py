@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-MODULE = '''
+MODULE = """
 from dispatch import Discovery, hookimpl
 from dispatch_example.backend import NAME, ExampleBackend, _now
 from dispatch_example.harness import ExampleHarness
@@ -41,7 +41,7 @@ class UnlistedHarness(ExampleHarness):
 
 class TestUnlisted(BackendConformance):
     harness_class = UnlistedHarness
-'''
+"""
 
 
 def run(grace: str) -> tuple[float, str]:

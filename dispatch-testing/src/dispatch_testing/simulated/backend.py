@@ -164,6 +164,13 @@ class SimulatedBackend:
             raise BadInput(f"option requeue={raw!r}: expected a whole number of requeues")
 
     @hookimpl
+    def dispatch_render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        tags = {SimScheduler.TAG_JOB: job_id, SimScheduler.TAG_SUBMISSION: str(submission)}
+        return f"submit tags={tags} hold={gated} exclude={sorted(spec.exclude_nodes)}\n" + (
+            spec.model_dump_json(indent=2)
+        )
+
+    @hookimpl
     def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
         raw = spec.options.get("requeue", "0")
         if not raw.isdigit():
