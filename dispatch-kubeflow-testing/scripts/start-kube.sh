@@ -90,6 +90,9 @@ build() {
   mkdir -p "$BIN" "$CACHE/logs"
   local start failed=() name dir pkg extra ldflags log t
   start="$(now)"
+  # one build per version set at a time (two test sessions may start it together)
+  exec 9>"$CACHE/$KEY.lock"
+  flock 9
   for row in "${COMPONENTS[@]}"; do
     IFS='|' read -r name dir pkg extra <<<"$row"
     [[ -x "$BIN/$name" ]] && continue
@@ -272,6 +275,8 @@ start() {
   local build_s; build_s="$(took "$t")"
   t0="$(now)"
   mkdir -p "$RUN" "$LOGS" "$PIDS"
+  exec 8>"$RUN/start.lock"
+  flock 8
   make_pki
   write_configs
   local jobset_dir trainer_dir
