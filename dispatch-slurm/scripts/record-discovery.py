@@ -2,8 +2,9 @@
 
     python dispatch-slurm/scripts/record-discovery.py OUT_PREFIX JOB_ID...
 
-writes OUT_PREFIX.squeue, OUT_PREFIX.sacct and (when a job runs) OUT_PREFIX.sinfo: the
-exact stdout of the commands ``SlurmBackend.dispatch_discover`` ran on the real Slurm.
+writes OUT_PREFIX.squeue, OUT_PREFIX.sacct, (when a job runs) OUT_PREFIX.sinfo and (when
+an ending is attributed to a node) OUT_PREFIX.steps and OUT_PREFIX.sacctmgr: the exact
+stdout of the commands ``SlurmBackend.dispatch_discover`` ran on the real Slurm.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ class RecordingRunner(Runner):
         self.outputs: dict[str, str] = {}
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None,
-            env: Mapping[str, str] | None = None, check_unreachable: bool = True) -> Result:
-        result = super().run(argv, stdin=stdin, env=env, check_unreachable=check_unreachable)
-        self.outputs[argv[0]] = result.stdout
+            env: Mapping[str, str] | None = None, check_unreachable: bool = True,
+            inherit_env: bool = True) -> Result:
+        result = super().run(argv, stdin=stdin, env=env, check_unreachable=check_unreachable,
+                             inherit_env=inherit_env)
+        name = "steps" if argv[0] == "sacct" and "-j" in argv else argv[0]
+        self.outputs[name] = result.stdout
         return result
 
 

@@ -23,11 +23,13 @@ STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail="live
 def test_killed_slurmd_is_node_lost_running_then_ended_S25_S26(backend, provoker) -> None:
     run = uuid.uuid4().hex[:8]
     plain, native = f"live-node-{run}-plain", f"live-node-{run}-native"
-    oids = {plain: provoker.long(plain, requeue="no"), native: provoker.long(native, requeue="yes")}
+    on_node1 = "--nodelist=node1"
+    oids = {plain: provoker.long(plain, requeue="no", sbatch_args=on_node1),
+            native: provoker.long(native, requeue="yes", sbatch_args=on_node1)}
     for oid in oids.values():
         provoker.wait_state(oid, {"RUNNING"})
     time.sleep(3)  # let srun launch its step through slurmd before slurmd dies
-    provoker.kill_slurmd()
+    assert provoker.lose(oids[plain]) == "node1"
     running_lost: list[str] = []
     try:
         deadline = time.monotonic() + 120
@@ -50,7 +52,7 @@ def test_killed_slurmd_is_node_lost_running_then_ended_S25_S26(backend, provoker
         assert seen[native].phase is not Phase.ENDED, seen[native]
         assert seen[native].object_id == oids[native]
     finally:
-        provoker.restore_node()
+        provoker.restore_nodes()
         for oid in oids.values():
             backend.dispatch_stop(oid, STOP)
     node = wait_for(backend.dispatch_discover, [native],
@@ -69,13 +71,13 @@ def test_a_drained_node_keeps_its_running_job_and_starves_new_ones_S39(backend, 
     (no-capacity, within its window) and starts once the node is resumed."""
     run = uuid.uuid4().hex[:8]
     running, waiting = f"live-drain-{run}-running", f"live-drain-{run}-waiting"
-    first = provoker.long(running)
+    first = provoker.long(running, sbatch_args="--nodelist=node3")
     provoker.wait_state(first, {"RUNNING"})
-    node = provoker.oob.run(["sinfo", "-h", "-N", "-o", "%N"]).stdout.split()[0]
+    node = "node3"
     provoker.oob.run(["scontrol", "update", f"nodename={node}", "state=drain",
                       "reason=dispatch live test"])
     try:
-        second = provoker.long(waiting)
+        second = provoker.long(waiting, sbatch_args="--nodelist=node3")
         seen = wait_for(backend.dispatch_discover, [running, waiting],
                         lambda s: waiting in s and s[waiting].cause is not None, timeout=30)
         assert (seen[running].phase, seen[running].cause) == (Phase.RUNNING, None)

@@ -101,3 +101,14 @@ def lose_node(node: str, how: str = "kill") -> str:
 def restore_node(node: str) -> str:
     """Kill what is left on ``node``, start its slurmd again, wait until it is usable."""
     return _node_command("restore", node, timeout=180)
+
+
+def torch_python(timeout: float = 1800) -> str:
+    """The python of a virtualenv where torch imports (the packaged install-torch.sh,
+    idempotent and cached outside the checkout); :class:`ClusterError` when it cannot."""
+    script = Path(str(resources.files(__package__).joinpath("install-torch.sh")))
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise ClusterError(f"{script} failed ({done.returncode}): {done.stderr}")
+    return done.stdout.strip().splitlines()[-1]

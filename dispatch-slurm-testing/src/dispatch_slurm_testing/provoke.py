@@ -198,8 +198,8 @@ class Provoker:
         return Provocation(job_id, oid, CauseKind.CANCELLED)
 
     def long(self, job_id: str, partition: str = "low", requeue: str = "no",
-             gated: bool = False) -> str:
-        spec = self.spec(("sleep", "600"), partition=partition, requeue=requeue)
+             gated: bool = False, **options: str) -> str:
+        spec = self.spec(("sleep", "600"), partition=partition, requeue=requeue, **options)
         return self.submit(job_id, 1, spec, gated)
 
     def preempt(self, victims: dict[str, str], rerun_seconds: int = 5) -> str:

@@ -44,8 +44,10 @@ from dispatch_slurm.tags import job_id_from_name
 #: sacct states of an allocation row whose steps say which node ended it
 STEP_WORTHY = ("FAILED", "OUT_OF_MEMORY", "NODE_FAIL")
 #: how long after an execution's end a node event still counts as its cause
-EVENT_GRACE = timedelta(seconds=120)
+EVENT_GRACE = timedelta(seconds=10)
 _RANKS = re.compile(r"dsp-ranks-([0-9]{1,9})-([0-9]{1,9})", re.ASCII)
+_JOB_ID = re.compile(r"[0-9]{1,12}", re.ASCII)
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -65,16 +67,35 @@ class Attribution:
 
 def attribution_queries(squeue_text: str, sacct_text: str, wanted: Collection[str]) -> Queries:
     """The object ids whose step rows to read and the nodes whose events to read, from
-    a cheap scan of the allocation rows (``sacct -X -D``) of the wanted jobs."""
+    a cheap scan of the rows of the wanted jobs: squeue's (current, ahead of sacct by
+    1-10 s) and the allocation rows of ``sacct -X -D`` (one per execution)."""
     ids: list[str] = []
     nodes: list[str] = []
     since = ""
+    for line in squeue_text.splitlines():
+        f = line.split("|")
+        if len(f) < 10 or not f[2].strip().startswith(STEP_WORTHY):
+            continue
+        job = job_id_from_name(f[1])
+        if job is None or job not in wanted or not _JOB_ID.fullmatch(f[0].strip()):
+            continue
+        ids.append(f[0].strip())
+        if f[2].strip() == "NODE_FAIL":
+            try:
+                nodes += expand_hostlist(f[9].strip())
+            except ParseError:
+                continue
+            start = f[7].strip()
+            if _TIME.fullmatch(start) and (not since or start < since):
+                since = start
     for line in sacct_text.splitlines():
         f = line.split("|")
         if len(f) < 9 or not f[2].startswith(STEP_WORTHY):
             continue
         job = job_id_from_name(f[1])
         if job is None or job not in wanted:
+            continue
+        if not _JOB_ID.fullmatch(f[0].strip()):
             continue
         ids.append(f[0].strip())
         if f[2].startswith("NODE_FAIL"):
@@ -83,7 +104,7 @@ def attribution_queries(squeue_text: str, sacct_text: str, wanted: Collection[st
             except ParseError:
                 continue
             start = f[6].strip()
-            if start[:1].isdigit() and (not since or start < since):
+            if _TIME.fullmatch(start) and (not since or start < since):
                 since = start
     unique_nodes = ",".join(dict.fromkeys(nodes))
     return Queries(steps_of=tuple(dict.fromkeys(ids)),
@@ -143,9 +164,13 @@ def _step_cause(row: StepRow) -> Cause:
                  exit_code=exit_code, at=row.ended, nodes=nodes, rank=rank)
 
 
+#: step states that are not an ending yet
+_UNSETTLED = ("RUNNING", "PENDING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED")
+
+
 def _rank_steps(rows: list[StepRow]) -> list[StepRow]:
-    return [r for r in rows if r.step not in ("batch", "extern") and r.step.isascii()
-            and r.step.isdigit()]
+    return [r for r in rows if r.step.isascii() and r.step.isdigit()
+            and r.state not in _UNSETTLED]
 
 
 def attribute(

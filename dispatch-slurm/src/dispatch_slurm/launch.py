@@ -69,8 +69,11 @@ export RANK LOCAL_RANK
 exec "$@"'
 pids=()
 for i in "${!nodes[@]}"; do
+  # the node's name, not %N: srun's %N is the host name, the same for every slurmd of a
+  # host running several
+  out="$logdir/${nodes[i]}.%t"
   common=(--nodes=1 --nodelist="${nodes[i]}" --kill-on-bad-exit=1 --unbuffered
-          --open-mode=append --output="$logdir/%N.%t.out" --error="$logdir/%N.%t.err")
+          --open-mode=append --output="$out.out" --error="$out.err")
   if [[ $launcher == torchrun ]]; then
     PET_NNODES=$NNODES PET_NPROC_PER_NODE=$LOCAL_WORLD_SIZE PET_NODE_RANK=$i \
     PET_MASTER_ADDR=$MASTER_ADDR PET_MASTER_PORT=$MASTER_PORT NODE_RANK=$i \

@@ -24,7 +24,7 @@ submission number is unknowable and the object is left out (see the README).
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from dispatch import Cause, CauseKind, Execution, ObjectView, Phase, Provenance
 
@@ -154,7 +154,7 @@ def build_objects(
             continue  # forgotten by slurmctld and sacct has no comment: see module docstring
         try:
             objects.append(_object(object_id, tag, current.get(object_id),
-                                   history.get(object_id, []), nodes, found))
+                                   history.get(object_id, []), nodes, found, at))
         except ParseError as exc:
             # a host list (or another field) of this object that does not parse: its
             # object is unknown, verbatim; the others are reported as usual (S-4, S-36)
@@ -168,11 +168,11 @@ def build_objects(
 
 def _numeric(object_id: str) -> tuple[int, str]:
     head = object_id.split("_")[0].split("+")[0]
-    return (int(head) if head.isdigit() else 0, object_id)
+    return (int(head) if head.isascii() and head.isdigit() else 0, object_id)
 
 
 def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow],
-            nodes: dict[str, NodeRow] | None, found: Attribution) -> ObjectView:
+            nodes: dict[str, NodeRow] | None, found: Attribution, at: datetime) -> ObjectView:
     # sacct -D lists incarnations in order: the first ``restarts`` ended in a requeue, the
     # next (if sacct has written it yet) is the current one
     split = sq.restarts if sq is not None else max(len(rows) - 1, 0)
@@ -204,6 +204,7 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
     cause = verdict.cause
     if cause is not None and lost and cause.kind is CauseKind.NODE_LOST:
         cause = cause.model_copy(update={"nodes": tuple(n.name for n in lost)})
+    phase = verdict.phase
 
     executions: list[Execution] = []
     for index, row in enumerate(earlier):
@@ -220,15 +221,20 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
         executions.append(Execution(index=index, started_at=row.started, ended_at=row.ended,
                                     nodes=hosts, cause=attributed, node_causes=per_node))
 
-    ran = bool(ran_on) and verdict.phase in (Phase.RUNNING, Phase.ENDED)
+    ran = bool(ran_on) and phase in (Phase.RUNNING, Phase.ENDED)
     if ran:
-        ended = verdict.phase is Phase.ENDED
+        ended = phase is Phase.ENDED
         index = max(len(executions), restarts)
         hosts = expand_hostlist(ran_on)
         per_node: tuple[Cause, ...] = ()
         if ended:
             cause, per_node = attribute(cause, object_id, len(earlier), hosts, started_at,
                                         ended_at, found)
+            if _settling(cause, hosts, ended_at, at):
+                # sacct has not written the step rows (or slurmdbd the node event) that
+                # name the node yet: report it finishing, so the ending is recorded once,
+                # attributed (S-42, S-43); after SETTLE it is reported as it stands
+                phase, ended, cause = Phase.RUNNING, False, None
         executions.append(Execution(
             index=index,
             started_at=started_at,
@@ -242,13 +248,25 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
         object_id=object_id,
         job_id=tag.job_id,
         submission=tag.submission,
-        phase=verdict.phase,
+        phase=phase,
         scheduler_state=sq.state if sq is not None else (last.raw_state if last else ""),
         cause=cause,
         executions=tuple(executions),
         # a requeue resets Slurm's SubmitTime: the first incarnation's is the object's
         created_at=rows[0].submitted if rows and rows[0].submitted else submitted,
     )
+
+
+#: how long after its end a multi-node failure may wait for the records that name its node
+SETTLE = timedelta(seconds=30)
+_ATTRIBUTED = (CauseKind.NODE_LOST, CauseKind.OUT_OF_MEMORY, CauseKind.NON_ZERO_EXIT)
+
+
+def _settling(cause: Cause | None, hosts: tuple[str, ...], ended_at: datetime | None,
+              at: datetime) -> bool:
+    if cause is None or cause.kind not in _ATTRIBUTED or cause.nodes or len(hosts) < 2:
+        return False
+    return ended_at is None or at - ended_at < SETTLE
 
 
 def running_any(squeue_text: str) -> bool:
