@@ -7,6 +7,10 @@
 #
 # Env: DISPATCH_PG_USER / DISPATCH_PG_PASSWORD / DISPATCH_PG_DB / DISPATCH_PG_PORT override
 # the defaults (dispatch / dispatch / dispatch_test / 5432).
+#
+# The access-control tests (S-51, docs/record.md) also need, and get here, two ordinary
+# login roles dispatch_alice and dispatch_bob (password = name), the group role
+# dispatch_operator and a login role dispatch_sup that is a member of it.
 set -euo pipefail
 
 user="${DISPATCH_PG_USER:-dispatch}"
@@ -70,5 +74,18 @@ if [ "$(psql_admin -c "SELECT 1 FROM pg_database WHERE datname = '$db'")" != "1"
     log "creating database $db"
     psql_admin -c "CREATE DATABASE \"$db\" OWNER \"$user\"" >&2
 fi
+
+# Roles of the access-control tests: two users and a supervisor (operator) role.
+for role in dispatch_alice dispatch_bob dispatch_sup; do
+    if [ "$(psql_admin -c "SELECT 1 FROM pg_roles WHERE rolname = '$role'")" != "1" ]; then
+        log "creating role $role"
+        psql_admin -c "CREATE ROLE \"$role\" LOGIN PASSWORD '$role'" >&2
+    fi
+done
+if [ "$(psql_admin -c "SELECT 1 FROM pg_roles WHERE rolname = 'dispatch_operator'")" != "1" ]; then
+    log "creating role dispatch_operator"
+    psql_admin -c "CREATE ROLE dispatch_operator NOLOGIN" >&2
+fi
+psql_admin -c "GRANT dispatch_operator TO dispatch_sup" >&2
 
 echo "postgresql://$user:$password@127.0.0.1:$cluster_port/$db"

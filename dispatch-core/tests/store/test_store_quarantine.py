@@ -105,8 +105,7 @@ def test_per_job_read_of_the_bad_job_names_job_seq_and_field_S48(harness, store,
 
 def test_events_of_a_bad_job_before_its_bad_row_are_held_back_too_S48(harness, store, ev):
     """A reader must not fold half a job: none of its events in the page are given."""
-    store.append("job-a", 0, ev.record("job-a", 3))
-    harness.raw("DELETE FROM dispatch_events WHERE job_id = 'job-a' AND seq = 3")
+    store.append("job-a", 0, ev.record("job-a", 2))
     plant(harness, "job-a", 3, '{"broken": ')
     store.append("job-b", 0, ev.record("job-b", 1))
     feed = store.read_feed(0)
@@ -237,4 +236,4 @@ def test_one_job_feed_uses_the_job_index_in_postgres(harness, store, ev):
     )
     text = "\n".join(row[0] for row in plan)
     assert "Index Scan using dispatch_events_pkey" in text, text
-    assert "Seq Scan" not in text, text
+    assert "Seq Scan on dispatch_events" not in text, text

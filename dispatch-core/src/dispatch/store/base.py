@@ -96,6 +96,9 @@ class JobSummary:
     #: Set when the job's row does not decode (S-48): the job is listed, named as
     #: quarantined, and ``outcome`` is None; every other job is listed as usual.
     quarantined: Quarantined | None = None
+    #: The database role that created the job, where the store has roles (PostgreSQL's
+    #: access control, docs/record.md); None in SQLite, whose file has one owner.
+    owner: str | None = None
 
 
 class VersionConflict(RecordConflict):

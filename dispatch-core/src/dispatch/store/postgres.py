@@ -42,7 +42,22 @@ if TYPE_CHECKING:
     import psycopg
 
 #: Bumped when the tables change; a database written by a newer build is refused.
-SCHEMA_VERSION = 1
+#: 2: row-level security (owner_role, role, the policies below).
+SCHEMA_VERSION = 2
+
+#: Members of this role act on every job (supervisors); others on their own (docs/record.md).
+OPERATOR_ROLE = "dispatch_operator"
+
+_OPERATOR = (
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = 'dispatch_operator' "
+    "AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'))"
+)
+
+
+def _owns(table: str) -> str:
+    """The row's job is visible to the current role (``dispatch_jobs`` applies its policy)."""
+    return f"EXISTS (SELECT 1 FROM dispatch_jobs j WHERE j.job_id = {table}.job_id)"
+
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dispatch_schema (version integer NOT NULL)",
@@ -72,6 +87,40 @@ _SCHEMA = (
         token bigint NOT NULL,
         expires_at timestamptz NOT NULL
     )""",
+    # -- 2: access control (S-51, docs/record.md): the database role is the identity. A job
+    # is its creator's; each event names the role that appended it; rows are visible and
+    # writable only to their job's owner and to members of dispatch_operator. Forced, so
+    # the tables' owner is bound too; events have no UPDATE or DELETE policy: append-only.
+    "ALTER TABLE dispatch_jobs ADD COLUMN IF NOT EXISTS owner_role text NOT NULL "
+    "DEFAULT current_user",
+    "ALTER TABLE dispatch_events ADD COLUMN IF NOT EXISTS role text NOT NULL DEFAULT current_user",
+    "ALTER TABLE dispatch_jobs ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE dispatch_jobs FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE dispatch_events ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE dispatch_events FORCE ROW LEVEL SECURITY",
+    "ALTER TABLE dispatch_leases ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE dispatch_leases FORCE ROW LEVEL SECURITY",
+    "DROP POLICY IF EXISTS dispatch_owner ON dispatch_jobs",
+    f"CREATE POLICY dispatch_owner ON dispatch_jobs "
+    f"USING (owner_role = current_user OR {_OPERATOR}) "
+    f"WITH CHECK (owner_role = current_user OR {_OPERATOR})",
+    "DROP POLICY IF EXISTS dispatch_read ON dispatch_events",
+    f"CREATE POLICY dispatch_read ON dispatch_events FOR SELECT "
+    f"USING ({_OPERATOR} OR {_owns('dispatch_events')})",
+    "DROP POLICY IF EXISTS dispatch_append ON dispatch_events",
+    f"CREATE POLICY dispatch_append ON dispatch_events FOR INSERT "
+    f"WITH CHECK (role = current_user AND ({_OPERATOR} OR {_owns('dispatch_events')}))",
+    # A lease may name a job with no record yet (the contract allows it), so a role may also
+    # keep the lease rows it wrote itself.
+    "ALTER TABLE dispatch_leases ADD COLUMN IF NOT EXISTS role text NOT NULL DEFAULT current_user",
+    "DROP POLICY IF EXISTS dispatch_lease ON dispatch_leases",
+    f"CREATE POLICY dispatch_lease ON dispatch_leases "
+    f"USING ({_OPERATOR} OR role = current_user OR {_owns('dispatch_leases')}) "
+    f"WITH CHECK ({_OPERATOR} OR role = current_user OR {_owns('dispatch_leases')})",
+    # Who may use the record at all is the database's CONNECT privilege; the policies
+    # decide which rows. UPDATE on events is for LOCK TABLE only: no policy lets a row change.
+    "GRANT SELECT ON dispatch_schema TO PUBLIC",
+    "GRANT SELECT, INSERT, UPDATE ON dispatch_events, dispatch_jobs, dispatch_leases TO PUBLIC",
 )
 
 #: How often a transaction that PostgreSQL aborted to break a deadlock is tried again.
@@ -84,6 +133,12 @@ def _describe(dsn: str) -> str:
     """Where the store is, for messages: the DSN with every password form masked."""
     safe = redact_text(dsn, secrets_in(dsn))
     return safe if "://" in dsn else f"PostgreSQL {safe}"
+
+
+def _privilege_error() -> type[Exception]:
+    import psycopg
+
+    return psycopg.errors.InsufficientPrivilege
 
 
 class _Deadlock(Unreachable):
@@ -102,6 +157,7 @@ DIALECT = Dialect(
     from_expiry=lambda value: value,
     for_share=" FOR SHARE",
     for_update=" FOR UPDATE",
+    owner_column="owner_role",
 )
 
 
@@ -176,26 +232,49 @@ class PostgresStore(SQLStore):
         return conn
 
     def _setup(self, conn: psycopg.Connection[Any]) -> None:
+        """Create or upgrade the tables, unless they are current (then nothing is changed:
+        a role that does not own them, or may not create tables, can still use them)."""
         from psycopg import sql
 
+        version = self._version(conn)
+        if version == SCHEMA_VERSION:
+            return
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('dispatch.store.schema'))")
-        if self._schema is not None:
-            conn.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
-            )
-        for statement in _SCHEMA:
-            conn.execute(statement)
-        row = conn.execute("SELECT max(version) FROM dispatch_schema").fetchone()
-        version = row[0] if row else None
-        if version is None:
-            conn.execute("INSERT INTO dispatch_schema VALUES (%s)", (SCHEMA_VERSION,))
-        elif version > SCHEMA_VERSION:
+        version = self._version(conn)
+        if version == SCHEMA_VERSION:
+            return
+        if version is not None and version > SCHEMA_VERSION:
             raise DecodeError(
                 f"record store {self.location} has schema version {version}, written by a "
                 f"newer dispatch (this build knows up to {SCHEMA_VERSION}); upgrade dispatch",
                 field="schema version",
                 value=version,
             )
+        try:
+            if self._schema is not None:
+                name = sql.Identifier(self._schema)
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(name))
+                conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO PUBLIC").format(name))
+            for statement in _SCHEMA:
+                conn.execute(statement)
+        except _privilege_error() as exc:
+            held = "no record yet" if version is None else f"schema version {version}"
+            raise NotAllowed(
+                f"record store {self.location} holds {held}, and this role may not create or "
+                f"upgrade its tables ({self._safe(exc)}); the role that owns them (or a "
+                "database owner) must open it once with this dispatch"
+            ) from None
+        if version is None:
+            conn.execute("INSERT INTO dispatch_schema VALUES (%s)", (SCHEMA_VERSION,))
+        else:
+            conn.execute("UPDATE dispatch_schema SET version = %s", (SCHEMA_VERSION,))
+
+    def _version(self, conn: psycopg.Connection[Any]) -> int | None:
+        row = conn.execute("SELECT to_regclass('dispatch_schema') IS NOT NULL").fetchone()
+        if not row or not row[0]:
+            return None
+        found = conn.execute("SELECT max(version) FROM dispatch_schema").fetchone()
+        return int(found[0]) if found and found[0] is not None else None
 
     def _safe(self, exc: BaseException | str) -> str:
         """A driver's message with the DSN's password masked, whatever form it took."""
@@ -276,7 +355,7 @@ class PostgresStore(SQLStore):
         held = [lease for job_id, lease in got.items() if job_id in current]
         if held:
             conn.execute(
-                "UPDATE dispatch_leases SET owner = u.owner, token = u.token, "
+                "UPDATE dispatch_leases SET owner = u.owner, token = u.token, role = current_user, "
                 "expires_at = u.expires_at FROM unnest(%s::text[], %s::text[], %s::bigint[], "
                 "%s::timestamptz[]) AS u(job_id, owner, token, expires_at) "
                 "WHERE dispatch_leases.job_id = u.job_id",
@@ -337,12 +416,13 @@ def _insert(conn: psycopg.Connection[Any], items: list[Prepared]) -> None:
             ),
         )
     # Events after their job's row: row-level security checks an event against its job.
-    with conn.cursor().copy(
-        "COPY dispatch_events (job_id, seq, type, at, body) FROM STDIN"
-    ) as copy:
-        for item in items:
-            for row in item.rows:
-                copy.write_row(row)
+    # (INSERT, not COPY: PostgreSQL refuses COPY FROM into a table with row-level security.)
+    rows = [row for item in items for row in item.rows]
+    conn.execute(
+        "INSERT INTO dispatch_events (job_id, seq, type, at, body) "
+        "SELECT * FROM unnest(%s::text[], %s::int[], %s::text[], %s::timestamptz[], %s::text[])",
+        tuple([row[column] for row in rows] for column in range(5)),
+    )
 
 
 def _lease_columns(leases: list[Lease]) -> tuple[list[Any], ...]:

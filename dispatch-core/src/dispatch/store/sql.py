@@ -70,6 +70,8 @@ class Dialect:
     #: is locked by the write transaction anyway).
     for_share: str
     for_update: str
+    #: The jobs table's column naming the job's owning role, or ``NULL`` where there is none.
+    owner_column: str = "NULL"
 
     def sql(self, text: str) -> str:
         return text if self.placeholder == "?" else text.replace("?", self.placeholder)
@@ -271,7 +273,10 @@ class SQLStore(RecordStore):
     def jobs(self, state: str | State | None = None, limit: int | None = None) -> list[JobSummary]:
         wanted = check_filter(state)
         check_limit(limit, "jobs")
-        sql = "SELECT job_id, name, backend, created_at, outcome, version FROM dispatch_jobs"
+        sql = (
+            "SELECT job_id, name, backend, created_at, outcome, version, "
+            f"{self.dialect.owner_column} FROM dispatch_jobs"
+        )
         params: list[Any] = []
         if wanted == "active":
             sql += " WHERE outcome IS NULL"
@@ -286,14 +291,14 @@ class SQLStore(RecordStore):
 
     def _summary(self, row: tuple[Any, ...]) -> JobSummary:
         """One jobs-table row; a row that does not decode is listed as quarantined (S-48)."""
-        job_id, name, backend, created_at, outcome, version = row
+        job_id, name, backend, created_at, outcome, version, owner = row
         job_id = str(job_id)
         try:
             when = in_utc(self.dialect.from_time(created_at))
         except (ValueError, TypeError, OverflowError):
-            return _quarantined_summary(job_id, name, backend, "created_at", created_at)
+            return _quarantined_summary(job_id, name, backend, "created_at", created_at, owner)
         if not isinstance(version, int) or isinstance(version, bool):
-            return _quarantined_summary(job_id, name, backend, "version", version, when)
+            return _quarantined_summary(job_id, name, backend, "version", version, owner, when)
         try:
             state = summary_outcome(outcome, job_id)
         except UndecodableRow as exc:
@@ -305,6 +310,7 @@ class SQLStore(RecordStore):
                 outcome=None,
                 version=version,
                 quarantined=exc.quarantined(),
+                owner=owner,
             )
         return JobSummary(
             job_id=job_id,
@@ -313,6 +319,7 @@ class SQLStore(RecordStore):
             created_at=when,
             outcome=state,
             version=version,
+            owner=owner,
         )
 
     # -- leases ---------------------------------------------------------------------------
@@ -372,6 +379,7 @@ def _quarantined_summary(
     backend: Any,
     field: str,
     value: Any,
+    owner: str | None,
     when: datetime = EPOCH,
 ) -> JobSummary:
     error = DecodeError(
@@ -388,4 +396,5 @@ def _quarantined_summary(
         outcome=None,
         version=0,
         quarantined=Quarantined(job_id=job_id, seq=None, field=field, message=str(error)),
+        owner=owner,
     )
