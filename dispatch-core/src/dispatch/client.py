@@ -517,7 +517,7 @@ class Client:
 
         check_text(job_id, "job id")
         job = load_job(self.store, job_id)
-        append_request(self.store, job, make(job))
+        append_request(self.store, job, self._on_look_ahead(job, make))
         supervisor = self.supervisor([job_id])
         try:
             report = supervisor.tick()
@@ -527,6 +527,19 @@ class Client:
         if report.unreachable:
             raise Deferred(job_id, done, report.unreachable)
         return status_of(self.store, self.registry, job_id)
+
+    def _on_look_ahead(self, job: Job, make: Callable[[Job], list[Any]]) -> list[Any]:
+        """The request made on the record as the plan will commit it (what ``status``
+        shows, e.g. ``held (not yet committed)``), with the events that commit it first;
+        on the record alone when the scheduler cannot be asked."""
+        from dispatch.core.projection import look_ahead
+
+        try:
+            discovery = self.registry.get(job.backend).discover([job.job_id])
+        except Unreachable:
+            return make(job)
+        ahead = look_ahead(job, discovery, discovery.at)
+        return [*ahead.events, *make(ahead.job)]
 
 
 class JobHandle:

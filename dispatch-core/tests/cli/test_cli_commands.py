@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,25 @@ def test_hold_exits_6_then_give_up_fails_with_the_ending_cause_S14(sh: Shell) ->
         "non-zero-exit",
         4,
     )
+
+
+def test_give_up_a_job_shown_held_not_yet_committed_S14(sh: Shell) -> None:
+    """issue 9: status said `held (not yet committed)` while give-up said "not held"."""
+    policy = sh.write("p.toml", HOLD_ON_EXIT)
+    job = sh.run("submit", "--policy", str(policy), "--", "sh", "-c", "exit 4").stdout.strip()
+    sh.run("supervise", "--once")  # submitted; nobody commits its ending
+    for _ in range(100):
+        shown = sh.json("status", job)
+        if shown["state"] == "held":  # type: ignore[index]
+            break
+        time.sleep(0.1)
+    assert (shown["state"], shown["settled"]) == ("held", False)  # type: ignore[index]
+    gave = sh.run("give-up", job, "--json")
+    assert gave.returncode == 0, gave.stderr
+    st = json.loads(gave.stdout)
+    assert (st["state"], st["cause"]["exit_code"], st["settled"]) == ("failed", 4, True)
+    events = [h["event"] for h in sh.json("history", job)]  # type: ignore[union-attr]
+    assert events[0] == "hold-placed" and events[-1] == "outcome-committed"
 
 
 def test_cancel_a_running_job_S12(sh: Shell) -> None:

@@ -41,6 +41,9 @@ def status_text(status: Status) -> str:
     ]
     if status.budgets:
         lines.append("budgets   " + ", ".join(f"{k}: {v} left" for k, v in status.budgets.items()))
+    keeps_off = getattr(status, "exclude_nodes", ())
+    if keeps_off:
+        lines.append("keeps off " + ", ".join(keeps_off))
     if status.supersedes:
         lines.append(f"supersedes {status.supersedes}")
     if status.superseded_by:
@@ -52,16 +55,22 @@ def status_text(status: Status) -> str:
             if not objects:
                 shown = sub.object_id or "(not created yet)"
                 extra = f"  refused: {cause_line(sub.failed)}" if sub.failed else ""
-                lines.append(f"  #{sub.number}  {shown}{extra}")
+                lines.append(f"  #{sub.number}  {shown}{extra}{_keeps_off(sub)}")
             for obj in objects:
                 lines.append(
                     f"  #{sub.number}  {obj.object_id}  {obj.phase.value} ({obj.scheduler_state})"
                     + (f"  {cause_line(obj.cause)}" if obj.cause else "")
+                    + _keeps_off(sub)
                 )
     if status.escalations:
         lines.append("escalations")
         lines.extend(f"  {e.at:%Y-%m-%d %H:%M:%S}  {e.reason}" for e in status.escalations)
     return "\n".join(lines)
+
+
+def _keeps_off(sub: object) -> str:
+    nodes = getattr(sub, "exclude_nodes", ())
+    return f"  keeps off {', '.join(sorted(nodes))}" if nodes else ""
 
 
 def history_text(status: Status) -> str:

@@ -29,19 +29,12 @@ if TYPE_CHECKING:
 def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_json: bool) -> None:
     """Run the supervisor: act on every active job; exits cleanly on SIGTERM/SIGINT."""
     import dataclasses
-    import os
     import signal
     import threading
     from datetime import timedelta
 
-    crash_at = os.environ.get("DISPATCH_CRASH_AT")
-
-    def step(name: str) -> None:  # fault injection for the crash tests (S-34)
-        if crash_at == name:
-            os.kill(os.getpid(), signal.SIGKILL)
-
     client = c.client
-    supervisor = client.supervisor(step=step, lease_ttl=timedelta(seconds=lease_seconds))
+    supervisor = client.supervisor(lease_ttl=timedelta(seconds=lease_seconds))
     stop = threading.Event()
 
     def report_tick(report: TickReport) -> None:
