@@ -332,10 +332,10 @@ class Harness:
                 "the backend does not declare logs: override Harness.task_environments "
                 "to read what each rank printed"
             )
-        seen = []
+        seen: list[Mapping[str, str]] = []
         for rank in range(world_size):
             text = b"".join(backend.logs(job_id, 1, object_id, rank=rank)).decode(errors="replace")
-            env = {}
+            env: dict[str, str] = {}
             for line in text.splitlines():
                 key, sep, value = line.partition("=")
                 if sep and key.isidentifier():

@@ -19,6 +19,7 @@ time limit, exit N, launch failure, no capacity, an admin's cancel or hold.
 
 from __future__ import annotations
 
+import builtins
 import heapq
 import itertools
 import os
@@ -146,7 +147,6 @@ class SimTask:
     rank: int
     node: str
     local_rank: int
-    env: dict[str, str]
     state: str = "RUNNING"
     exit_code: int | None = None
     reason: str = ""
@@ -612,7 +612,9 @@ class SimScheduler:
 
     def _take(self, obj: SimObject) -> tuple[str, ...] | None:
         """The lowest-numbered free nodes the object may use, reserved; None if too few."""
-        needs, taken, skipped = self._needs(obj), [], []
+        needs = self._needs(obj)
+        taken: builtins.list[int] = []
+        skipped: builtins.list[int] = []
         while len(taken) < needs and self._free:
             number = heapq.heappop(self._free)
             (skipped if self.node_name(number) in obj.exclude else taken).append(number)
@@ -680,11 +682,11 @@ class SimScheduler:
 
     # -- running -------------------------------------------------------------------------
 
-    def _outcome(self, obj: SimObject, tasks: list[SimTask]) -> Outcome:
+    def _outcome(self, obj: SimObject, tasks: Sequence[SimTask]) -> Outcome:
         if obj.outcomes:
             return obj.outcomes.pop(0)
         if obj.spec.script is not None:
-            return self._run_script(obj.spec.script, tasks)
+            return self._run_script(obj, tasks)
         command = obj.spec.command
         if len(command) == 2 and command[0] == "sleep":
             return succeed(float(command[1]))
@@ -694,20 +696,21 @@ class SimScheduler:
             if command[:1] == ("echo",):
                 task.stdout += (" ".join(command[1:]) + "\n").encode()
             elif command == ("env",):
-                task.stdout += "".join(f"{k}={v}\n" for k, v in sorted(task.env.items())).encode()
+                env = sorted(self.task_env(obj, task).items())
+                task.stdout += "".join(f"{k}={v}\n" for k, v in env).encode()
         return succeed(1.0)
 
-    def _run_script(self, script: str, tasks: list[SimTask]) -> Outcome:
+    def _run_script(self, obj: SimObject, tasks: Sequence[SimTask]) -> Outcome:
         """Run the script for real, once per task: exec of its file, so its ``#!`` decides."""
         with tempfile.TemporaryDirectory(prefix="sim-script-") as where:
             path = Path(where, "script")
-            path.write_text(script, encoding="utf-8")
+            path.write_text(obj.spec.script or "", encoding="utf-8")
             path.chmod(0o700)
             for task in tasks:
                 try:
                     done = subprocess.run(
                         [str(path)],
-                        env={**os.environ, **task.env},
+                        env={**os.environ, **self.task_env(obj, task)},
                         capture_output=True,
                         timeout=self.script_timeout,
                         cwd=where,
@@ -725,29 +728,32 @@ class SimScheduler:
                     return rank_fails(task.rank, code)
         return succeed(1.0)
 
-    def _tasks(self, obj: SimObject, nodes: tuple[str, ...]) -> list[SimTask]:
+    def _tasks(self, obj: SimObject, nodes: tuple[str, ...]) -> builtins.list[SimTask]:
         per_node = obj.spec.resources.tasks_per_node
-        base = {
+        return [
+            SimTask(node_id * per_node + local, node, local)
+            for node_id, node in enumerate(nodes)
+            for local in range(per_node)
+        ]
+
+    def task_env(self, obj: SimObject, task: SimTask) -> dict[str, str]:
+        """What the task sees: the scheduler's variables, and ``spec.env`` expanded with
+        them (built only for what reads it: ``env`` and scripts)."""
+        nodes = obj.current.nodes or obj.held_nodes
+        per_node = obj.spec.resources.tasks_per_node
+        own = {
             "SIM_JOB_ID": obj.object_id,
             "SIM_NODELIST": ",".join(nodes),
             "SIM_FIRST_NODE": nodes[0] if nodes else "",
             "SIM_NNODES": str(len(nodes)),
             "SIM_NTASKS": str(len(nodes) * per_node),
             "SIM_TASKS_PER_NODE": str(per_node),
+            "SIM_NODEID": str(task.rank // per_node),
+            "SIM_PROCID": str(task.rank),
+            "SIM_LOCALID": str(task.local_rank),
         }
-        tasks = []
-        for node_id, node in enumerate(nodes):
-            for local in range(per_node):
-                rank = node_id * per_node + local
-                own = {
-                    **base,
-                    "SIM_NODEID": str(node_id),
-                    "SIM_PROCID": str(rank),
-                    "SIM_LOCALID": str(local),
-                }
-                env = {k: Template(v).safe_substitute(own) for k, v in obj.spec.env.items()}
-                tasks.append(SimTask(rank, node, local, {**own, **env}))
-        return tasks
+        env = {k: Template(v).safe_substitute(own) for k, v in obj.spec.env.items()}
+        return {**own, **env}
 
     def _start(self, obj: SimObject) -> None:
         execution = obj.current
