@@ -145,14 +145,62 @@ def _command_of(state_dir: Path, object_id: str) -> ProcessIdentity:
     return Started.model_validate_json(path.read_text()).process
 
 
+def _keeper_of(state_dir: Path, object_id: str) -> ProcessIdentity:
+    path = state_dir / "objects" / object_id / "started.json"
+    keeper = Started.model_validate_json(path.read_text()).keeper
+    assert keeper is not None
+    return keeper
+
+
+@pytest.mark.parametrize(("code", "kind"), [(0, CauseKind.NONE), (3, CauseKind.NON_ZERO_EXIT)])
+def test_a_command_that_ends_after_its_runner_was_killed_keeps_its_exit_status(
+    state_dir: Path,
+    backend: LocalBackend,
+    settle: Callable[..., ObjectView],
+    wait_file: Callable[[Path], str],
+    tmp_path: Path,
+    code: int,
+    kind: CauseKind,
+) -> None:
+    """Issue 15.3: the command's exit is known (its keeper kept it), so a command that
+    exited 0 while its runner was dead succeeded; it is not ``unknown``."""
+    go = tmp_path / "go"
+    spec = JobSpec(
+        command=(
+            "sh",
+            "-c",
+            f"echo up > up; while [ ! -e {go} ]; do sleep 0.05; done; exit {code}",
+        ),
+        workdir=str(tmp_path),
+    )
+    object_id = backend.dispatch_submit("job-kept", 1, spec, False)
+    settle("job-kept", running)
+    wait_file(tmp_path / "up")
+    runner = _runner_of(state_dir, object_id)
+    os.kill(runner.pid, signal.SIGKILL)
+    settle("job-kept", lambda v: gone(runner) is not None)
+    go.touch()
+    view = settle("job-kept", ended)
+    assert view.cause is not None
+    assert (view.cause.kind, view.cause.exit_code) == (kind, code)
+    assert f"exited with code {code}" in view.cause.detail
+    assert "its local runner was gone" in view.cause.detail
+    (execution,) = view.executions
+    assert execution.cause == view.cause
+
+
 def test_runner_and_command_killed_is_ended_unknown_not_running_for_ever_S4(
     state_dir: Path, backend: LocalBackend, settle: Callable[..., ObjectView]
 ) -> None:
-    """S-4: what cannot be known is reported ``unknown`` with what was found."""
+    """S-4: what cannot be known is reported ``unknown`` with what was found: the runner,
+    the command's keeper (its parent, the one who learns its exit) and the command are
+    all killed."""
     object_id = backend.dispatch_submit("job-orphan", 1, JobSpec(command=("sleep", "30")), False)
     settle("job-orphan", running)
     runner, command = _runner_of(state_dir, object_id), _command_of(state_dir, object_id)
+    keeper = _keeper_of(state_dir, object_id)
     os.kill(runner.pid, signal.SIGKILL)
+    os.kill(keeper.pid, signal.SIGKILL)
     os.killpg(command.pid, signal.SIGKILL)
     view = settle("job-orphan", ended)
     assert view.scheduler_state == "lost"
@@ -168,10 +216,14 @@ def test_runner_and_command_killed_is_ended_unknown_not_running_for_ever_S4(
 @pytest.mark.parametrize(
     ("script", "sent"),
     [
-        ("exec sleep 30\n", "sent SIGTERM to its process group"),
+        (
+            "exec sleep 30\n",
+            "sent SIGTERM to its process group; the command ended: killed by signal 15 (SIGTERM)",
+        ),
         (
             "trap '' TERM\necho ready > ready\nsleep 30\n",
-            "sent SIGTERM to its process group, then SIGKILL after a grace of 0.5s",
+            "sent SIGTERM to its process group, then SIGKILL after a grace of 0.5s; "
+            "the command ended: killed by signal 9 (SIGKILL)",
         ),
     ],
 )
@@ -199,10 +251,7 @@ def test_a_command_that_outlives_its_runner_runs_and_stop_still_kills_it_S30(
     (view,) = backend.dispatch_discover(["job-alone"]).objects
     assert view.phase is Phase.ENDED
     assert view.cause is not None and view.cause.kind is CauseKind.CANCELLED
-    assert view.cause.detail == (
-        f"enough; its local runner was gone, so dispatch {sent}; "
-        "the command's exit status is not known"
-    )
+    assert view.cause.detail == f"enough; its local runner was gone, so dispatch {sent}"
     assert gone(command) is not None
 
 

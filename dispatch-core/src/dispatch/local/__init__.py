@@ -11,7 +11,9 @@ State directory (``DISPATCH_LOCAL_DIR``, default ``$XDG_STATE_HOME/dispatch/loca
         runner.json             the runner's pid, start time (/proc), boot id and host,
                                 written by the runner once it is ready
         gate-open               present once the gate is open
-        started.json            the command's pid, start time, boot id, host; started_at
+        started.json            the command's pid, start time, boot id, host; started_at;
+                                its keeper's identity
+        exit.json               the command's wait status, written by its keeper
         stop.json               dispatch asked to stop it, and why (the first ask wins)
         end.json                how it ended: cause, exit code, times
         stdout, stderr          the command's output; runner.log the runner's own
@@ -43,11 +45,20 @@ Decisions, where the SPEC and the issue leave room:
 - Leftovers: when the command's leader exits, whatever else is still in its process group
   is killed (as Slurm ends a job step), before the leader is reaped so the group id
   cannot have been reused.
-- A runner that died without recording an ending (the machine rebooted, the runner was
-  SIGKILLed) is detected by pid + start time + boot id and reported ended ``unknown`` with
-  what was found (a runner not on record 30 s after the submission too: it never got
-  going; see its ``runner.log``). If its command is still running, it is reported
-  running, and a stop kills it directly. A state directory shared between hosts (NFS)
+- The command's parent is a *keeper* forked from the runner (its own session; the
+  command in a process group of its own): it records the exit status in ``exit.json``,
+  so a command that ends after its runner was killed is reported as it ended (exit 0 is
+  ``none``), not ``unknown``. A runner that died without recording an ending (the machine
+  rebooted, the runner and keeper were SIGKILLed) is detected by pid + start time + boot
+  id and reported ended ``unknown`` with what was found (a runner not on record 30 s
+  after the submission too: it never got going; see its ``runner.log``). If its command
+  is still running, it is reported running, and a stop kills it directly.
+- A deleted object directory (its job index entry left) is found by what survives it
+  (issue 15.3): the processes carrying its ``DISPATCH_OBJECT_ID`` (the command) or its
+  path in their argv (runner, keeper), one scan of ``/proc`` per discovery, made only
+  then. While any lives the object is reported running, so nothing replaces it beside
+  them; a stop SIGTERMs the command's process groups, SIGKILLs after the grace; with
+  none left it is ended ``unknown``. A state directory shared between hosts (NFS)
   works: processes of another host are not checked from here, and their runner sees stop
   and gate files there.
 - The command runs in the submitter's environment plus ``spec.env`` (as ``sbatch``'s

@@ -23,6 +23,7 @@ from dispatch.declarations import Declarations
 from dispatch.discovery import Discovery, ObjectView
 from dispatch.enums import Capability, CauseKind, Provenance
 from dispatch.errors import BadInput, DecodeError, SubmitRefused, Unreachable
+from dispatch.local import survivors
 from dispatch.local.layout import (
     OBJECT_ID,
     ObjectDir,
@@ -32,14 +33,16 @@ from dispatch.local.layout import (
     present,
     write_atomic,
 )
-from dispatch.local.observe import STARTUP_WINDOW, observe
-from dispatch.local.processes import gone, hostname, is_here
+from dispatch.local.observe import STARTUP_WINDOW, observe, vanished
+from dispatch.local.processes import exit_code, exit_words, gone, hostname, is_here
 from dispatch.local.records import (
     Ending,
+    Exited,
     ObjectMeta,
     ProcessIdentity,
     Started,
     StopRequest,
+    exit_file,
     read,
 )
 from dispatch.plugin import hookimpl
@@ -145,6 +148,8 @@ class LocalBackend:
             default_stop_grace() if stop_grace is None else _grace(stop_grace, "stop_grace")
         )
         self._children: set[int] = set()
+        #: One process-table scan per discovery, made only if an object directory is gone.
+        self._scanned: tuple[datetime, dict[str, survivors.Survivors]] | None = None
 
     def _reap(self) -> None:
         """Collect runners this process started that have exited (no zombies left behind
@@ -190,11 +195,23 @@ class LocalBackend:
                 submission: int | None = int((index / name).read_text())
             except (ValueError, FileNotFoundError):
                 submission = None
-            view = observe(self.state.object_dir(name), job_id, submission, now)
+            obj = self.state.object_dir(name)
+            if not present(obj.path):
+                views.append(self._vanished(obj, job_id, submission or 1, now))
+                continue
+            view = observe(obj, job_id, submission, now)
             if view is not None:
                 views.append(view)
         views.sort(key=lambda v: (v.submission, v.created_at or now, v.object_id))
         return views
+
+    def _vanished(self, obj: ObjectDir, job_id: str, submission: int, now: datetime) -> ObjectView:
+        """An indexed object whose directory was deleted: running while any of its processes
+        lives (so nothing replaces it beside them), else ended ``unknown``."""
+        if self._scanned is None or self._scanned[0] != now:
+            self._scanned = (now, survivors.scan(self.state.objects))
+        found = self._scanned[1].get(obj.object_id)
+        return vanished(obj, job_id, submission, found.words() if found else None)
 
     @hookimpl
     def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
@@ -362,6 +379,9 @@ class LocalBackend:
         self._reap()
         try:
             obj = self._existing(object_id)
+            if obj is None and not present(self.state.object_dir(object_id).path):
+                survivors.stop(self.state.objects, object_id, self.stop_grace)
+                return
             if obj is None or present(obj.end):
                 return
             try:
@@ -413,15 +433,19 @@ class LocalBackend:
         words = (asked.detail if asked else "") or (
             f"stopped by dispatch (cause {asked.kind})" if asked else "stopped by dispatch"
         )
+        exited = _kept_exit(obj, started)
+        how = (
+            f"the command ended: {exit_words(exited.returncode)}"
+            if exited is not None
+            else "the command's exit status is not known"
+        )
         now = _now()
         cause = Cause(
             kind=CauseKind.CANCELLED,
             provenance=Provenance.ACTOR,
             actor=asked.actor if asked else None,
-            detail=(
-                f"{words}; its local runner was gone, so dispatch {sent}; "
-                "the command's exit status is not known"
-            ),
+            detail=f"{words}; its local runner was gone, so dispatch {sent}; {how}",
+            exit_code=exit_code(exited.returncode) if exited is not None else None,
             at=now,
         )
         ending = Ending(
@@ -433,6 +457,20 @@ class LocalBackend:
             host=leader.host,
         )
         create_once(obj.end, ending.model_dump_json())
+
+
+def _kept_exit(obj: ObjectDir, started: Started) -> Exited | None:
+    """The exit status the command's keeper records once it has reaped the command."""
+    deadline = time.monotonic() + STOP_MARGIN
+    while True:
+        try:
+            exited = read(exit_file(obj.path), Exited)
+        except DecodeError:
+            return None
+        keeper_alive = started.keeper is not None and gone(started.keeper) is None
+        if exited is not None or not keeper_alive or time.monotonic() >= deadline:
+            return exited
+        time.sleep(_STOP_POLL)
 
 
 def _abandon(obj: ObjectDir, why: str) -> None:

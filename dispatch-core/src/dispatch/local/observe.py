@@ -19,8 +19,16 @@ from dispatch.discovery import Execution, ObjectView
 from dispatch.enums import CauseKind, Phase, Provenance
 from dispatch.errors import DecodeError
 from dispatch.local.layout import ObjectDir, present
-from dispatch.local.processes import gone, is_here
-from dispatch.local.records import Ending, ObjectMeta, ProcessIdentity, Started, read
+from dispatch.local.processes import exit_cause, exit_words, gone, is_here
+from dispatch.local.records import (
+    Ending,
+    Exited,
+    ObjectMeta,
+    ProcessIdentity,
+    Started,
+    exit_file,
+    read,
+)
 
 #: How long after its submission an object may have no runner on record: a runner records
 #: itself within a second of its start, so only a runner that never got going (an
@@ -96,6 +104,8 @@ def _observe(obj: ObjectDir, meta: ObjectMeta, now: datetime) -> ObjectView:
     started = read(obj.started, Started)
     lost: str | None = None
     if ending is None:
+        ending = _kept(obj, started)
+    if ending is None:
         lost = _lost(obj, meta, started, now)
         if lost is not None:
             ending = read(obj.end, Ending)  # it may have ended while we looked
@@ -162,6 +172,34 @@ def _observe(obj: ObjectDir, meta: ObjectMeta, now: datetime) -> ObjectView:
     )
 
 
+def _kept(obj: ObjectDir, started: Started | None) -> Ending | None:
+    """The ending the command's keeper recorded, when its runner died before it could:
+    a command that exited 0 after its runner was killed succeeded (issue 15.3)."""
+    if started is None:
+        return None
+    exited = read(exit_file(obj.path), Exited)
+    if exited is None:
+        return None
+    runner = read(obj.runner, ProcessIdentity)
+    if runner is None or not is_here(runner):
+        return None
+    runner_gone = gone(runner)
+    if runner_gone is None:
+        return None  # the runner records the ending itself, with why it stopped it
+    detail = (
+        f"{exit_words(exited.returncode)} (its local runner was gone: {runner_gone}; "
+        "the exit status was kept by the command's keeper)"
+    )
+    return Ending(
+        state="exited",
+        cause=exit_cause(exited.returncode, detail).model_copy(update={"at": exited.at}),
+        ended_at=exited.at,
+        started_at=started.started_at,
+        launched=True,
+        host=started.process.host,
+    )
+
+
 def _lost(obj: ObjectDir, meta: ObjectMeta, started: Started | None, now: datetime) -> str | None:
     """What was found, in words, if the object can never record an ending; else None.
 
@@ -191,8 +229,40 @@ def _lost(obj: ObjectDir, meta: ObjectMeta, started: Started | None, now: dateti
     command_gone = gone(started.process)
     if command_gone is None:
         return None
+    if started.keeper is not None and gone(started.keeper) is None:
+        return None  # its keeper is writing down how it ended
     return (
         f"the local runner is gone ({runner_gone}) and so is the command ({command_gone}) "
         "without an exit status on record (the machine rebooted, or both were killed); "
         f"see {obj.runner_log}"
+    )
+
+
+def vanished(obj: ObjectDir, job_id: str, submission: int, alive: str | None) -> ObjectView:
+    """An object its job's index names whose directory is gone (deleted by hand, a
+    cleanup gone wrong): ``alive`` says which of its processes still run (issue 15.3)."""
+    if alive is not None:
+        return _view(
+            obj.object_id,
+            job_id,
+            submission,
+            None,
+            Phase.RUNNING,
+            f"running, its object directory deleted ({alive})",
+            executions=(Execution(index=0, cause=None),),
+        )
+    detail = (
+        f"its object directory {obj.path} was deleted and no process of it is left; "
+        "how it ended is not known"
+    )
+    cause = _unknown(detail)
+    return _view(
+        obj.object_id,
+        job_id,
+        submission,
+        None,
+        Phase.ENDED,
+        "lost",
+        cause,
+        (Execution(index=0, cause=cause),),
     )

@@ -13,6 +13,8 @@ import socket
 from functools import cache
 from pathlib import Path
 
+from dispatch.cause import Cause
+from dispatch.enums import CauseKind, Provenance
 from dispatch.local.records import ProcessIdentity
 
 _PROC = Path("/proc")
@@ -95,3 +97,18 @@ def exit_words(returncode: int) -> str:
 def exit_code(returncode: int) -> int:
     """The shell's convention: a death by signal S is exit code 128 + S."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def exit_cause(returncode: int, detail: str | None = None) -> Cause:
+    """How a command that ended by itself ended: ``none`` for 0, else ``non-zero-exit``."""
+    words = detail or exit_words(returncode)
+    if returncode == 0:
+        return Cause(
+            kind=CauseKind.NONE, provenance=Provenance.APPLICATION, detail=words, exit_code=0
+        )
+    return Cause(
+        kind=CauseKind.NON_ZERO_EXIT,
+        provenance=Provenance.APPLICATION,
+        detail=words,
+        exit_code=exit_code(returncode),
+    )

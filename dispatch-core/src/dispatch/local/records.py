@@ -45,10 +45,26 @@ class ObjectMeta(Model):
 
 
 class Started(Model):
-    """``started.json``: the command's process group leader, written by the runner."""
+    """``started.json``: the command's process group leader, written by the runner, and
+    the keeper: the command's parent, which outlives a runner that was killed."""
 
     process: ProcessIdentity
     started_at: AwareDatetime
+    keeper: ProcessIdentity | None = None
+
+
+class Exited(Model):
+    """``exit.json``: the command's wait status (``subprocess`` convention: negative is
+    killed by that signal), written by its keeper, the one process that can learn it. A
+    runner killed before the command ended therefore does not lose how it ended."""
+
+    returncode: int
+    at: AwareDatetime
+
+
+def exit_file(path: Path) -> Path:
+    """Where the keeper of the object in directory ``path`` writes :class:`Exited`."""
+    return path / "exit.json"
 
 
 class StopRequest(Model):

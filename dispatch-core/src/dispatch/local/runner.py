@@ -1,9 +1,11 @@
 """The detached process that carries one local object from its gate to its ending.
 
 The backend starts it as ``python -m dispatch.local.runner <object dir>`` in a session of
-its own, with its input and output on files, so it outlives the CLI that submitted. It is
-the command's only parent, hence the only process that can learn its exit status; all it
-learns goes to files of the object directory, which any later process reads.
+its own, with its input and output on files, so it outlives the CLI that submitted. It
+starts the command through a *keeper* (:mod:`dispatch.local.keeper`), the command's
+parent, which records the exit status in ``exit.json`` even if the runner itself is
+killed; all the runner learns goes to files of the object directory, which any later
+process reads.
 
 Why it ends a command, first come first served: a stop request from dispatch
 (``stop.json``), a SIGTERM, SIGINT or SIGHUP sent to the runner itself, the time limit.
@@ -27,13 +29,31 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from dispatch.cause import Cause
 from dispatch.enums import CauseKind, Provenance
 from dispatch.errors import DecodeError
+from dispatch.local import keeper
 from dispatch.local.layout import ObjectDir, StateDir, create_once, write_atomic
-from dispatch.local.processes import exit_code, exit_words, hostname, identify, signal_words
-from dispatch.local.records import Ending, ObjectMeta, Started, StopRequest, read
+from dispatch.local.processes import (
+    exit_cause,
+    exit_code,
+    exit_words,
+    hostname,
+    identify,
+    signal_words,
+)
+from dispatch.local.records import (
+    Ending,
+    Exited,
+    ObjectMeta,
+    ProcessIdentity,
+    Started,
+    StopRequest,
+    exit_file,
+    read,
+)
 
 #: Seconds between looks at the stop file and the clock while the command runs; the
 #: command's exit and signals to the runner wake it at once.
@@ -47,6 +67,8 @@ PERSIST_WINDOW = 600.0
 #: Seconds a runner waits for the submit that started it to index its object.
 PUBLISH_WINDOW = 60.0
 PUBLISH_POLL = 0.01
+
+T = TypeVar("T")
 
 _STOPPING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 _WAKING = _STOPPING | {signal.SIGCHLD}
@@ -81,7 +103,8 @@ class Runner:
         self.meta = meta
         self.host = hostname()
         self.signalled: signal.struct_siginfo | None = None
-        self.proc: subprocess.Popen[bytes] | None = None
+        #: The keeper's pid and the command's identity once launched (its pid is its group).
+        self.launched: tuple[int, ProcessIdentity] | None = None
         self.started_at: datetime | None = None
 
     def _pause(self, seconds: float) -> None:
@@ -107,7 +130,7 @@ class Runner:
             self._end(state, cause, launched=False)
             return
         try:
-            self.proc = self._launch()
+            self.launched = keeper.start(self.obj, self._launch)
         except OSError as exc:
             cause = Cause(
                 kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER, detail=str(exc)
@@ -115,9 +138,10 @@ class Runner:
             self._end("launch-failed", cause, launched=True)
             return
         self.started_at = _now()
-        started = Started(process=identify(self.proc.pid), started_at=self.started_at)
+        keeper_pid, command = self.launched
+        started = Started(process=command, started_at=self.started_at, keeper=identify(keeper_pid))
         self._persist(lambda: write_atomic(self.obj.started, started.model_dump_json()))
-        self._watch(self.proc)
+        self._watch(keeper_pid, command.pid)
 
     def _wait_for_publication(self) -> bool:
         """Wait for the submit to index the object (it starts the runner just before).
@@ -183,46 +207,46 @@ class Runner:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
-                start_new_session=True,
-                preexec_fn=_unblock_signals,  # the runner has no threads: safe here
+                process_group=0,
+                preexec_fn=_unblock_signals,  # the keeper has no threads: safe here
             )
 
-    def _watch(self, proc: subprocess.Popen[bytes]) -> None:
+    def _watch(self, keeper_pid: int, command: int) -> None:
+        """Watch the command through its keeper (our child): stop it when asked, at the time
+        limit or on a signal to us, and record how it ended once the keeper has."""
         limit = self.meta.spec.resources.time_limit
         deadline = time.monotonic() + limit.total_seconds() if limit is not None else None
         grace = self.meta.stop_grace
         reason: tuple[str, Cause] | None = None
         kill_at = 0.0
         killed = False
-        while not _exited(proc.pid):
+        while not _exited(keeper_pid):
             if reason is None:
                 reason = self._stop_request() or self._signal_reason() or self._timed_out(deadline)
                 if reason is not None:
-                    _signal_group(proc.pid, signal.SIGTERM)
+                    _signal_group(command, signal.SIGTERM)
                     kill_at = time.monotonic() + grace
             elif not killed and time.monotonic() >= kill_at:
-                _signal_group(proc.pid, signal.SIGKILL)
+                _signal_group(command, signal.SIGKILL)
                 killed = True
             self._pause(POLL)
-        _signal_group(proc.pid, signal.SIGKILL)
-        returncode = proc.wait()
+        os.waitpid(keeper_pid, 0)
+        exited = self._persist(lambda: read(exit_file(self.obj.path), Exited))
+        if exited is None:
+            _signal_group(command, signal.SIGKILL)
+            cause = Cause(
+                kind=CauseKind.UNKNOWN,
+                provenance=Provenance.SCHEDULER,
+                detail=(
+                    f"the command's keeper (pid {keeper_pid}) died without recording how the "
+                    f"command ended; its process group was killed; see {self.obj.runner_log}"
+                ),
+            )
+            self._end("lost", cause, launched=True)
+            return
+        returncode = exited.returncode
         if reason is None:
-            words = exit_words(returncode)
-            if returncode == 0:
-                cause = Cause(
-                    kind=CauseKind.NONE,
-                    provenance=Provenance.APPLICATION,
-                    detail=words,
-                    exit_code=0,
-                )
-            else:
-                cause = Cause(
-                    kind=CauseKind.NON_ZERO_EXIT,
-                    provenance=Provenance.APPLICATION,
-                    detail=words,
-                    exit_code=exit_code(returncode),
-                )
-            self._end("exited", cause, launched=True)
+            self._end("exited", exit_cause(returncode), launched=True)
             return
         state, why = reason
         sent = "sent SIGTERM to its process group"
@@ -292,14 +316,13 @@ class Runner:
         )
         self._persist(lambda: create_once(self.obj.end, ending.model_dump_json()))
 
-    def _persist(self, write: Callable[[], object]) -> None:
-        """Write a record, retrying through a passing outage of the state directory: the
-        runner is the only one who knows what it holds."""
+    def _persist(self, write: Callable[[], T]) -> T:
+        """Write (or read) a record, retrying through a passing outage of the state
+        directory: the runner is the only one who knows what it holds."""
         deadline = time.monotonic() + PERSIST_WINDOW
         while True:
             try:
-                write()
-                return
+                return write()
             except OSError:
                 if time.monotonic() >= deadline:
                     raise
@@ -307,15 +330,19 @@ class Runner:
 
     def fail(self, exc: BaseException) -> None:
         """A bug in the runner: kill the command it can no longer watch, and say so."""
-        if self.proc is not None and self.proc.returncode is None:
-            _signal_group(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        if self.launched is not None:
+            keeper_pid, command = self.launched
+            _signal_group(command.pid, signal.SIGKILL)
+            try:
+                os.waitpid(keeper_pid, 0)
+            except ChildProcessError:
+                pass
         detail = (
             f"the local runner failed: {type(exc).__name__}: {exc}; "
             f"the command was killed; see {self.obj.runner_log}"
         )
         cause = Cause(kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER, detail=detail)
-        self._end("lost", cause, launched=self.proc is not None)
+        self._end("lost", cause, launched=self.launched is not None)
 
 
 def main(argv: list[str] | None = None) -> int:

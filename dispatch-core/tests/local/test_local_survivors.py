@@ -1,0 +1,45 @@
+"""An object whose directory was deleted is still found by what survives it: its
+processes (issue 15.3, S-28: never two live executions of one job)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from dispatch import Cause, CauseKind, JobSpec, ObjectView, Phase, Provenance
+from dispatch.local.backend import LocalBackend
+from dispatch.local.processes import gone
+from dispatch.local.records import Started
+
+
+def test_a_deleted_object_directory_still_shows_its_command_running_and_stop_kills_it_S28(
+    state_dir: Path,
+    backend: LocalBackend,
+    settle: Callable[..., ObjectView],
+    wait_file: Callable[[Path], str],
+    tmp_path: Path,
+) -> None:
+    spec = JobSpec(
+        command=("sh", "-c", "trap '' TERM; echo up > up; sleep 300 & wait; sleep 300"),
+        workdir=str(tmp_path),
+    )
+    object_id = backend.dispatch_submit("job-deleted", 1, spec, False)
+    settle("job-deleted", lambda v: v.phase is Phase.RUNNING)
+    wait_file(tmp_path / "up")
+    obj = state_dir / "objects" / object_id
+    command = Started.model_validate_json((obj / "started.json").read_text()).process
+    shutil.rmtree(obj)
+
+    (view,) = backend.dispatch_discover(["job-deleted"]).objects
+    assert (view.object_id, view.submission, view.phase) == (object_id, 1, Phase.RUNNING)
+    assert f"command pid {command.pid}" in view.scheduler_state
+    assert gone(command) is None
+
+    stop = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail="enough")
+    backend.dispatch_stop(object_id, stop)
+    assert gone(command) is not None  # SIGTERM ignored: killed after the grace
+    (view,) = backend.dispatch_discover(["job-deleted"]).objects
+    assert view.phase is Phase.ENDED
+    assert view.cause is not None and view.cause.kind is CauseKind.UNKNOWN
+    assert "was deleted and no process of it is left" in view.cause.detail
