@@ -23,6 +23,7 @@ _WHERE: dict[str, str] = {
     "Capability": "dispatch.enums",
     "Cause": "dispatch.core.cause",
     "CauseKind": "dispatch.enums",
+    "Client": "dispatch.client",
     "Declarations": "dispatch.declarations",
     "DecodeError": "dispatch.errors",
     "Discovery": "dispatch.discovery",
@@ -34,9 +35,11 @@ _WHERE: dict[str, str] = {
     "Execution": "dispatch.discovery",
     "Hold": "dispatch.core.job",
     "Job": "dispatch.core.job",
+    "JobHandle": "dispatch.client",
     "JobSpec": "dispatch.spec",
     "Launcher": "dispatch.enums",
     "Level": "dispatch.enums",
+    "LogChunk": "dispatch.logs",
     "NotAllowed": "dispatch.errors",
     "ObjectView": "dispatch.discovery",
     "OpenGate": "dispatch.core.effects",
@@ -88,6 +91,8 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from dispatch.backends import Backend as Backend
     from dispatch.backends import Registry as Registry
+    from dispatch.client import Client as Client
+    from dispatch.client import JobHandle as JobHandle
     from dispatch.core.cause import Cause as Cause
     from dispatch.core.cause import root_cause as root_cause
     from dispatch.core.decisions import decide as decide
@@ -136,6 +141,7 @@ if TYPE_CHECKING:
     from dispatch.errors import UnknownJob as UnknownJob
     from dispatch.errors import Unreachable as Unreachable
     from dispatch.events import Event as Event
+    from dispatch.logs import LogChunk as LogChunk
     from dispatch.plugin import hookimpl as hookimpl
     from dispatch.spec import JobSpec as JobSpec
     from dispatch.spec import Resources as Resources

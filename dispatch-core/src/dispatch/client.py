@@ -138,7 +138,7 @@ def default_name(script_file: str | os.PathLike[str] | None, command: Sequence[s
 
     if script_file is not None:
         return shown(Path(script_file).name) or "script"
-    words = [w for w in command if not w.startswith("-")]
+    words = [w for w in command if not w.startswith("-") and not any(c.isspace() for c in w)]
     for word in words:
         if Path(word).name not in _INTERPRETERS and Path(word).name:
             return Path(word).name
