@@ -59,9 +59,16 @@ def secrets_in(url: str) -> list[str]:
 
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every password form masked, and each of ``secrets`` too."""
+    """``text`` with every password form masked, and each of ``secrets`` too.
+
+    A secret the patterns already mask where it stands is not replaced elsewhere: a
+    password equal to the user or database name would otherwise mask those as well. One
+    the patterns miss (a driver quoting an unparsable URL) is replaced wherever it occurs.
+    """
+    masked = {m.group("pw") for m in _USERINFO.finditer(text)}
+    masked |= {m.group("pw").strip("'\"") for m in _KEYWORD.finditer(text)}
     for secret in secrets:
-        if secret:
+        if secret and secret not in masked:
             text = text.replace(secret, MASK)
     text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@" if m.group("pw") else m[0], text)
     return _KEYWORD.sub(lambda m: f"{m.group('head')}{MASK}", text)
