@@ -283,7 +283,10 @@ class Client:
         return self.registry.get(name)
 
     def close(self) -> None:
+        """Let the notifier finish what this process committed (at most its timeout),
+        then close the store."""
         if self.notifier is not None:
+            self.notifier.flush(self.notifier.timeout)
             self.notifier.close()
         if self._store is not None:
             self._store.close()

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from dispatch.errors import DecodeError
 
 if TYPE_CHECKING:
+    from dispatch.cause import Cause
     from dispatch.events import Event
     from dispatch.store.base import RecordStore
 
@@ -89,6 +90,7 @@ def body_of(event: Event, events: Sequence[Event]) -> dict[str, Any]:
     if not mine or mine[0].seq != 1:
         return {"key": key, "event": event.model_dump(mode="json"), "status": None}
     job = fold(mine)
+    cause: Cause | None
     if job.outcome is not None:
         state, cause = job.outcome.state.value, job.outcome.cause
     elif job.hold is not None:
@@ -244,7 +246,7 @@ class Notifier:
         failure = cursor["failures"].get(key)
         now = time.time()
         if failure and failure["next_at"] > now:
-            return failure["next_at"] - now
+            return float(failure["next_at"]) - now
         try:
             record = store.read(event.job_id)
         except DecodeError as exc:  # a quarantined job: say so rather than stay silent
@@ -265,7 +267,7 @@ class Notifier:
             cursor["failures"].pop(key, None)
             self._save(cursor)
             return None
-        wait = min(self.backoff * 2 ** (attempts - 1), self.max_backoff)
+        wait = float(min(self.backoff * 2 ** (attempts - 1), self.max_backoff))
         log.warning("notification %s failed (%s); retry %d in %.0f s", key, problem, attempts, wait)
         cursor["failures"][key] = {"attempts": attempts, "next_at": now + wait, "error": problem}
         self._save(cursor)
