@@ -24,14 +24,40 @@ from dispatch import hookspecs
 from dispatch.cause import Cause
 from dispatch.declarations import Declarations
 from dispatch.discovery import Discovery
-from dispatch.errors import BackendBroken, DispatchError, UnknownBackend
+from dispatch.errors import (
+    BackendBroken,
+    BackendFailed,
+    BadInput,
+    DispatchError,
+    SubmitRefused,
+    UnknownBackend,
+    Unreachable,
+)
 from dispatch.spec import JobSpec
 
 GROUP = "dispatch.backends"
 
+#: The exceptions each hook's spec documents (``hookspecs.py``): they pass through the
+#: boundary as raised. ``Unreachable`` is documented for every hook that asks the scheduler.
+DOCUMENTED: dict[str, tuple[type[BaseException], ...]] = {
+    "dispatch_declare": (),
+    "dispatch_discover": (Unreachable,),
+    "dispatch_submit": (Unreachable, SubmitRefused),
+    "dispatch_open_gate": (Unreachable,),
+    "dispatch_stop": (Unreachable,),
+    "dispatch_validate": (BadInput,),
+    "dispatch_render": (BadInput,),
+    "dispatch_logs": (Unreachable, BadInput),
+}
+
 
 class Backend:
-    """One loaded backend: typed calls to exactly its own hook implementations."""
+    """One loaded backend: typed calls to exactly its own hook implementations.
+
+    Every call goes through one error boundary (S-50, :meth:`_call`): the exceptions the
+    hook's spec documents pass through; anything else, and an answer of the wrong type,
+    becomes :class:`~dispatch.errors.BackendFailed` naming the backend and the hook.
+    """
 
     def __init__(
         self, name: str, plugin: object, distribution: str = "", version: str = ""
@@ -52,14 +78,31 @@ class Backend:
             raise BackendBroken(f"backend {name!r} does not implement {', '.join(missing)}")
         self._hook = manager.hook
 
+    def _call(self, hook: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(self._hook, hook)(**kwargs)
+        except DOCUMENTED[hook]:
+            raise
+        except Exception as exc:
+            raise BackendFailed(
+                f"backend {self.name!r}: {hook} raised {type(exc).__name__}: {exc} "
+                "(a fault in the backend; dispatch goes on with the others)",
+                backend=self.name,
+                hook=hook,
+            ) from exc
+
+    def _wrong(self, hook: str, result: object, wanted: str) -> BackendFailed:
+        return BackendFailed(
+            f"backend {self.name!r}: {hook} returned {result!r:.200}, not {wanted}",
+            backend=self.name,
+            hook=hook,
+        )
+
     @cached_property
     def declarations(self) -> Declarations:
-        result = self._hook.dispatch_declare()
+        result = self._call("dispatch_declare")
         if not isinstance(result, Declarations):
-            raise BackendBroken(
-                f"backend {self.name!r}: dispatch_declare returned {type(result).__name__}, "
-                "not Declarations"
-            )
+            raise self._wrong("dispatch_declare", type(result).__name__, "Declarations")
         if result.name != self.name:
             raise BackendBroken(
                 f"backend registered as {self.name!r} declares the name {result.name!r}"
@@ -67,34 +110,32 @@ class Backend:
         return result
 
     def discover(self, job_ids: Sequence[str]) -> Discovery:
-        result = self._hook.dispatch_discover(job_ids=list(job_ids))
+        result = self._call("dispatch_discover", job_ids=list(job_ids))
         if not isinstance(result, Discovery):
-            raise BackendBroken(
-                f"backend {self.name!r}: dispatch_discover returned {type(result).__name__}"
-            )
+            raise self._wrong("dispatch_discover", type(result).__name__, "a Discovery")
         return result
 
     def submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
-        result = self._hook.dispatch_submit(
-            job_id=job_id, submission=submission, spec=spec, gated=gated
+        result = self._call(
+            "dispatch_submit", job_id=job_id, submission=submission, spec=spec, gated=gated
         )
         if not isinstance(result, str) or not result:
-            raise BackendBroken(f"backend {self.name!r}: dispatch_submit returned {result!r}")
+            raise self._wrong("dispatch_submit", result, "an object id (a non-empty str)")
         return result
 
     def open_gate(self, object_id: str) -> None:
-        self._hook.dispatch_open_gate(object_id=object_id)
+        self._call("dispatch_open_gate", object_id=object_id)
 
     def stop(self, object_id: str, cause: Cause) -> None:
-        self._hook.dispatch_stop(object_id=object_id, cause=cause)
+        self._call("dispatch_stop", object_id=object_id, cause=cause)
 
     def validate(self, spec: JobSpec) -> None:
-        self._hook.dispatch_validate(spec=spec)
+        self._call("dispatch_validate", spec=spec)
 
     def render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str | None:
         """None when the backend does not implement the optional hook."""
-        result = self._hook.dispatch_render(
-            job_id=job_id, submission=submission, spec=spec, gated=gated
+        result = self._call(
+            "dispatch_render", job_id=job_id, submission=submission, spec=spec, gated=gated
         )
         return None if result is None else str(result)
 
@@ -109,7 +150,8 @@ class Backend:
         rank: int | None = None,
         offset: int = 0,
     ) -> Iterable[bytes]:
-        result = self._hook.dispatch_logs(
+        result = self._call(
+            "dispatch_logs",
             job_id=job_id,
             submission=submission,
             object_id=object_id,

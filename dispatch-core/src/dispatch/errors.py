@@ -56,6 +56,17 @@ class BackendBroken(DispatchError):
     """An installed plugin failed to load or does not match the hook specs (S-31)."""
 
 
+class BackendFailed(BackendBroken):
+    """A backend's hook raised an exception its spec does not document, or returned what
+    its spec does not allow (S-50): a bug in that backend, named with the hook. The
+    supervisor reports it and goes on with every other backend and job."""
+
+    def __init__(self, message: str, *, backend: str, hook: str) -> None:
+        self.backend = backend
+        self.hook = hook
+        super().__init__(message)
+
+
 class UnknownJob(BadInput):
     """No record has this job id."""
 

@@ -5,6 +5,11 @@ active job, ask each backend ONCE (per ``max_discovery_batch``) about all its jo
 ``decide`` for each job, append every intent in one write, carry out the side effects,
 and append their results in a second write. It never decides anything itself.
 
+Each backend, and each job's effects, are isolated (S-50): a backend whose discovery
+fails (for any reason but ``Unreachable``, which only defers it) leaves its jobs for the
+next tick, and an effect that fails ends that job's effects for this tick; every other
+backend's and job's go on. The error, naming the backend and the hook, is in the report.
+
 Crash safety comes from the order (intent, effect, result) and from ``decide`` reading the
 record: a submit whose result was lost is found by its tag next tick and adopted; a
 second object for one submission is stopped as a duplicate.
@@ -168,7 +173,12 @@ class Supervisor:
                 continue
             backends[name] = backend
             for job in jobs:
-                effects = decide(job, discovery, job.plan, now)
+                try:
+                    effects = decide(job, discovery, job.plan, now)
+                except Exception as exc:  # a fault deciding one job must not stop the rest
+                    log.exception("job %s: deciding failed", job.job_id)
+                    report.errors.append(f"job {job.job_id}: deciding failed: {exc!r}")
+                    continue
                 if effects:
                     planned[job.job_id] = effects
 
@@ -264,6 +274,10 @@ class Supervisor:
                 at = found.at
         except Unreachable as exc:
             self._unreachable(backend.name, exc, now, report)
+            return None
+        except DispatchError as exc:  # one backend's fault: its jobs wait, the others go on
+            report.errors.append(str(exc))
+            log.error("%s", exc)
             return None
         self._backoff.pop(backend.name, None)
         self._retry_at.pop(backend.name, None)
