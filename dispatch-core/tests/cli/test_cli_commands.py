@@ -258,6 +258,25 @@ def test_undecodable_record_exit_4_names_job_seq_field_S6_S36(sh: Shell) -> None
     assert job in out.stderr and "colour" in out.stderr and "1" in out.stderr
 
 
+def test_list_shows_a_quarantined_job_and_the_others_S48(sh: Shell) -> None:
+    good = sh.run("submit", "--name", "good", "--", "true").stdout.strip()
+    bad = sh.run("submit", "--name", "bad", "--", "true").stdout.strip()
+    with sqlite3.connect(sh.db) as db:
+        table = next(
+            name
+            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if {"job_id", "outcome"} <= {c[1] for c in db.execute(f"PRAGMA table_info({name})")}
+        )
+        db.execute(f"UPDATE {table} SET outcome = 'martian' WHERE job_id = ?", (bad,))
+    out = sh.run("list")
+    assert out.returncode == 0, out.stderr
+    lines = {line.split()[0]: line for line in out.stdout.splitlines()}
+    assert "active" in lines[good] and "good" in lines[good]
+    assert "quarantined" in lines[bad] and "martian" in lines[bad]
+    rows = {r["job_id"]: r for r in sh.json("list")}  # type: ignore[union-attr]
+    assert rows[good]["quarantined"] is None and "martian" in rows[bad]["quarantined"]
+
+
 def _event_table(db: sqlite3.Connection) -> tuple[str, str]:
     for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
         cols = [c[1] for c in db.execute(f"PRAGMA table_info({name})")]
