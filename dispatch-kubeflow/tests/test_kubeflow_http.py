@@ -21,7 +21,7 @@ from dispatch import (
     Unreachable,
 )
 from dispatch.errors import BadInput
-from dispatch_kubeflow import tags
+from dispatch_kubeflow import launch, tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
@@ -65,8 +65,21 @@ def test_submit_creates_a_tagged_trainjob_with_strict_validation(
     tj = emulator.trainjob(name_of(object_id))
     trainer = tj["spec"]["trainer"]
     assert trainer["image"] == "ghcr.io/acme/train:1.4"
-    assert trainer["command"] == ["torchrun", "train.py", "--epochs", "3"]
-    assert trainer["env"] == [{"name": "WANDB_MODE", "value": "offline"}]
+    assert trainer["command"][:3] == ["/bin/sh", "-c", launch.LAUNCHER]
+    assert trainer["command"][3:] == [
+        launch.NAME,
+        "tasks",
+        "--",
+        "torchrun",
+        "train.py",
+        "--epochs",
+        "3",
+    ]
+    assert trainer["env"][0] == {"name": "WANDB_MODE", "value": "offline"}
+    assert {e["name"]: e.get("value") for e in trainer["env"][1:3]} == {
+        "DISPATCH_JOB_ID": "job-1",
+        "DISPATCH_SUBMISSION": "1",
+    }
     assert trainer["numNodes"] == 2 and trainer["numProcPerNode"] == 2
     assert trainer["resourcesPerNode"] == {
         "requests": {"cpu": "8", "memory": "64000Mi"},

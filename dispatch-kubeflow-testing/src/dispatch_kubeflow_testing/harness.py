@@ -22,7 +22,13 @@ from dispatch.spec import JobSpec, Resources
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
-from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
+from dispatch_testing.harness import (
+    MULTI_NODE_SCENARIOS,
+    Harness,
+    NotProvokable,
+    Provoked,
+    Scenario,
+)
 
 from dispatch_kubeflow_testing.emulator import Emulator
 
@@ -33,6 +39,11 @@ class KubeflowHarness(Harness):
     name = "kubeflow"
     poll_interval = 1.0
     timeout = 30.0
+    #: one task per node: a pod is one node and Kubernetes keeps one log per container,
+    #: so a rank's own output is a pod's log only with one task per node (with several,
+    #: the node's tasks share it; the launcher itself is tested with several in
+    #: dispatch-kubeflow/tests/test_kubeflow_launch.py)
+    multi_node_shape = (2, 1)
 
     def __init__(self, live: bool = False) -> None:
         super().__init__(live)
@@ -102,8 +113,16 @@ class KubeflowHarness(Harness):
                 Scenario.NO_CAPACITY,
                 Scenario.HELD_BY_SCHEDULER,
                 Scenario.UNMAPPABLE,
+                Scenario.NODE_LOST_OF_N,
+                Scenario.RANK_FAILED,
             }
         )
+
+    def restore_nodes(self, nodes: Set[str]) -> None:
+        for node in nodes:
+            self.emu.recover_node(node)
+            if node in self._lost:
+                self._lost.remove(node)
 
     def not_provokable(self) -> Mapping[Scenario, str]:
         return {
@@ -119,7 +138,7 @@ class KubeflowHarness(Harness):
         for node in self._lost:
             emu.recover_node(node)
         self._lost.clear()
-        spec = self.long_spec()
+        spec = self.multi_node_spec() if scenario in MULTI_NODE_SCENARIOS else self.long_spec()
         resources = spec.resources
         exit_code: int | None = None
         if scenario is Scenario.SUCCESS:
@@ -141,6 +160,17 @@ class KubeflowHarness(Harness):
             raise
         name = tags.split_object_id(object_id)[1]
         raw: str | None = None
+        if scenario in MULTI_NODE_SCENARIOS:
+            # node rank 1 of 2: not the master's node, the stronger test
+            emu.reconcile()
+            node = emu.pods(name)[1]["spec"]["nodeName"]
+            if scenario is Scenario.NODE_LOST_OF_N:
+                self._lost.append(emu.lose_node(name, pod=1))
+                return Provoked(object_id=object_id, timeout=self.timeout, nodes=(node,), rank=1)
+            emu.exit(name, 3, pod=1)
+            return Provoked(
+                object_id=object_id, timeout=self.timeout, exit_code=3, nodes=(node,), rank=1
+            )
         if scenario is Scenario.SIGNAL:
             emu.exit(name, 137)
             exit_code = 137

@@ -14,12 +14,19 @@ This module is the entry point (``dispatch.backends: kubeflow``), so it stays li
   pods stuck on a NotReady node are force-deleted so the delete finishes. 404 = done.
 - discover: one list per kind (TrainJobs, JobSets, Jobs, Pods; Nodes and Kueue Workloads
   when needed) for any number of jobs; classification in :mod:`dispatch_kubeflow.classify`.
+  The one write: a failed attempt's ending kept on its TrainJob before a JobSet restart
+  deletes its pods (S-40).
+- validate / render: what a TrainJob cannot carry is refused before anything is
+  recorded; ``--dry-run`` prints the manifest as YAML (neither contacts the cluster).
+- logs: the pods' logs through the API (:mod:`dispatch_kubeflow.logs`).
+- multi-node: the launch contract through the torch runtime's own variables
+  (:mod:`dispatch_kubeflow.launch`); ``exclude_nodes`` as a required node affinity.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +34,11 @@ from dispatch.cause import Cause
 from dispatch.declarations import Declarations
 from dispatch.discovery import Discovery
 from dispatch.enums import Action, Capability, CauseKind
-from dispatch.errors import SubmitRefused
+from dispatch.errors import BadInput, SubmitRefused
 from dispatch.plugin import hookimpl
 from dispatch.spec import JobSpec
 
-from dispatch_kubeflow import tags
+from dispatch_kubeflow import launch, logs, tags
 from dispatch_kubeflow.classify import read
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
@@ -93,9 +100,16 @@ class KubeflowBackend:
 
     @hookimpl
     def dispatch_declare(self) -> Declarations:
-        capabilities = {Capability.GATING, Capability.MULTI_NODE, Capability.GPUS}
+        capabilities = {
+            Capability.GATING,
+            Capability.MULTI_NODE,
+            Capability.GPUS,
+            Capability.LOGS,
+        }
         if self.config.trainer_version >= (2, 2):
             capabilities.add(Capability.TIME_LIMIT)
+        if self.config.trainer_version >= (2, 1):
+            capabilities.add(Capability.EXCLUDE_NODES)
         return Declarations(
             name=NAME,
             description="Kubeflow Trainer v2 TrainJobs (JobSet, Kueue) via the Kubernetes API",
@@ -108,6 +122,63 @@ class KubeflowBackend:
             capabilities=frozenset(capabilities),
             options=dict(OPTIONS),
         )
+
+    # -- before anything is recorded -------------------------------------------------
+
+    @hookimpl
+    def dispatch_validate(self, spec: JobSpec) -> None:
+        """What a TrainJob cannot run, refused in words a user can act on."""
+        problems = []
+        if spec.workdir is not None:
+            problems.append(
+                "--workdir: a TrainJob has no working directory; set it in the image "
+                "(WORKDIR) or cd inside the command"
+            )
+        version = self.config.trainer_version
+        if spec.resources.time_limit is not None and version < (2, 2):
+            problems.append(
+                f"--time: Trainer {version[0]}.{version[1]} has no TrainJob deadline "
+                "(activeDeadlineSeconds needs 2.2); put the limit in the runtime"
+            )
+        if spec.exclude_nodes and version < (2, 1):
+            problems.append(
+                f"excluded nodes: Trainer {version[0]}.{version[1]} has no pod template "
+                "override to carry a node affinity (needs 2.1)"
+            )
+        taken = sorted((launch.RESERVED | launch.OWN) & set(spec.env))
+        if taken:
+            problems.append(
+                f"--env {', '.join(taken)}: set by the torch runtime or by dispatch for every "
+                "pod (the launch contract); the Trainer refuses a TrainJob that sets them"
+            )
+        if problems:
+            raise BadInput("dispatch-kubeflow cannot run this job:\n  " + "\n  ".join(problems))
+
+    @hookimpl
+    def dispatch_render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        """The TrainJob exactly as submit would send it, as YAML. Built without the
+        runtime (reading it needs the cluster): the replicated jobs the patches name are
+        the torch runtime's one ``node`` job, as for every shipped Trainer runtime.
+
+        YAML through PyYAML, a dependency of the ``kubernetes`` client already installed
+        with this backend (declared here too since it is imported); ``safe_dump`` of a
+        JSON-shaped dict, keys in the order they are built."""
+        import yaml
+
+        try:
+            body = build_trainjob(
+                self.config,
+                namespace=self.config.namespace or self.kube.namespace,
+                job_id=job_id,
+                submission=submission,
+                spec=spec,
+                gated=gated,
+                replicated_jobs=["node"],
+            )
+        except SubmitRefused as exc:
+            raise BadInput(exc.detail) from exc
+        text: str = yaml.safe_dump(body, sort_keys=False, default_flow_style=False, width=100)
+        return text
 
     # -- submit, gate, stop ----------------------------------------------------------
 
@@ -201,6 +272,34 @@ class KubeflowBackend:
                 except ApiRefused as exc:
                     if exc.status != 404:
                         raise
+
+    # -- logs ------------------------------------------------------------------------
+
+    @hookimpl
+    def dispatch_logs(
+        self,
+        job_id: str,
+        submission: int,
+        object_id: str,
+        stream: str,
+        node: str | None,
+        rank: int | None,
+        offset: int,
+    ) -> Iterable[bytes]:
+        if stream != "stdout":
+            raise BadInput(
+                f"--{stream}: Kubernetes keeps a container's stdout and stderr in one log; "
+                "read it without --stderr"
+            )
+        namespace, name = tags.split_object_id(object_id)
+        kube = self.kube
+        pods = [
+            p
+            for p in kube.list_pods(f"{tags.JOBSET_NAME}={name}")
+            if (p.get("metadata") or {}).get("namespace", namespace) == namespace
+        ]
+        chosen = logs.select(pods, node, rank)
+        return logs.skip(logs.read(kube, chosen), offset)
 
     # -- discovery -------------------------------------------------------------------
 

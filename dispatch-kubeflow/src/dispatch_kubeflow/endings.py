@@ -26,9 +26,9 @@ from dispatch_kubeflow.evidence import (
     mapping,
     name_of,
     node_of,
-    rank_of,
     said,
     status,
+    task_rank,
     text,
     true,
 )
@@ -201,7 +201,7 @@ def pod_cause(pod: Obj) -> Cause | None:
             exit_code=exit_code,
             provenance=row.provenance,
             nodes=(node,) if node else (),
-            rank=rank_of(pod),
+            rank=task_rank(pod),
         )
     return None
 
@@ -220,7 +220,7 @@ def node_problem(pod: Obj, nodes: Mapping[str, Obj]) -> Cause | None:
         f"node {name}: Ready={text(ready.get('status'))} {said(ready)}",
         ready.get("lastTransitionTime"),
         nodes=(name,),
-        rank=rank_of(pod),
+        rank=task_rank(pod),
     )
 
 
@@ -235,7 +235,7 @@ def pod_pending_cause(pod: Obj) -> Cause | None:
                 f"pod {name} container {text(cs.get('name'))}: {said(waiting)}",
                 None,
                 nodes=(node_of(pod),) if node_of(pod) else (),
-                rank=rank_of(pod),
+                rank=task_rank(pod),
             )
     scheduled = cond(pod, "PodScheduled")
     if (

@@ -140,6 +140,23 @@ def rank_of(pod: Obj) -> int | None:
     return small_int(raw, 0, 1 << 20)
 
 
+def tasks_per_node(pod: Obj) -> int:
+    """``PET_NPROC_PER_NODE`` as the torch plugin set it on the pod (1 when absent)."""
+    containers = mapping(pod.get("spec")).get("containers")
+    for container in containers if isinstance(containers, list) else []:
+        env = mapping(container).get("env")
+        for var in env if isinstance(env, list) else []:
+            if mapping(var).get("name") == "PET_NPROC_PER_NODE":
+                return small_int(mapping(var).get("value"), 1, 1 << 16) or 1
+    return 1
+
+
+def task_rank(pod: Obj) -> int | None:
+    """The rank whose ending the pod's is: its node rank when the node runs one task
+    (``RANK = NODE_RANK``); with several tasks the pod cannot say which one failed."""
+    return rank_of(pod) if tasks_per_node(pod) == 1 else None
+
+
 def container_statuses(pod: Obj) -> list[Obj]:
     found = status(pod).get("containerStatuses")
     return [cs for cs in found if isinstance(cs, Mapping)] if isinstance(found, list) else []

@@ -13,7 +13,7 @@ keeps fields newer than the client's models.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import urllib3
@@ -29,6 +29,9 @@ from dispatch_kubeflow.errors import ApiRefused
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 JOBSET = ("jobset.x-k8s.io", "v1alpha2")
 KUEUE = ("kueue.x-k8s.io", "v1beta1")
+#: the trainer container's name in every Trainer runtime (``constants.Node``)
+CONTAINER = "node"
+LOG_CHUNK = 64 * 1024
 
 
 def server_message(exc: ApiException) -> str:
@@ -101,10 +104,15 @@ class Kube:
     # -- plumbing --------------------------------------------------------------------
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        data = self._response(what, fn, *args, **kwargs).data
+        return json.loads(data) if data else {}
+
+    def _response(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """The raw urllib3 response (unread), or ``Unreachable``/``ApiRefused``."""
         kwargs["_request_timeout"] = self.config.timeout
         kwargs["_preload_content"] = False
         try:
-            response = fn(*args, **kwargs)
+            return fn(*args, **kwargs)
         except ApiException as exc:
             if exc.status in (0, None, 429) or (exc.status or 0) >= 500:
                 raise Unreachable(
@@ -115,8 +123,6 @@ class Kube:
             raise Unreachable(
                 f"cannot reach the Kubernetes API at {self.host} ({what}): {exc}"
             ) from exc
-        data = response.data
-        return json.loads(data) if data else {}
 
     def _items(
         self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
@@ -246,3 +252,23 @@ class Kube:
             grace_period_seconds=0,
             body=client.V1DeleteOptions(grace_period_seconds=0),
         )
+
+    def pod_log(self, namespace: str, name: str, *, previous: bool) -> Iterator[bytes]:
+        """The trainer container's log (stdout and stderr together, as the kubelet keeps
+        it), streamed in chunks so a large log never sits in memory. ``previous``: the run
+        before the container's last restart."""
+        what = f"read the log of Pod {namespace}/{name}" + (" (previous)" if previous else "")
+        response = self._response(
+            what,
+            self.core.read_namespaced_pod_log,
+            name,
+            namespace,
+            container=CONTAINER,
+            previous=previous,
+        )
+        try:
+            yield from response.stream(LOG_CHUNK, decode_content=True)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise Unreachable(f"Kubernetes API at {self.host}: {what} broke off: {exc}") from exc
+        finally:
+            response.release_conn()

@@ -16,7 +16,7 @@ from typing import Any
 from dispatch.errors import SubmitRefused
 from dispatch.spec import JobSpec
 
-from dispatch_kubeflow import tags
+from dispatch_kubeflow import launch, tags
 from dispatch_kubeflow.config import KubeflowConfig
 
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
@@ -47,6 +47,26 @@ def resources_per_node(spec: JobSpec) -> dict[str, Any]:
     return out
 
 
+#: the node label the exclusion matches (set by the kubelet on every node)
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def exclusion(spec: JobSpec) -> dict[str, Any]:
+    """Node affinity keeping every pod off ``spec.exclude_nodes`` (S-43), or nothing."""
+    if not spec.exclude_nodes:
+        return {}
+    term = {"key": HOSTNAME, "operator": "NotIn", "values": sorted(spec.exclude_nodes)}
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [term]}]
+                }
+            }
+        }
+    }
+
+
 def build_trainjob(
     config: KubeflowConfig,
     *,
@@ -65,6 +85,11 @@ def build_trainjob(
             "dispatch-kubeflow: a TrainJob cannot set the working directory (spec.workdir); "
             "set it in the image or in the command"
         )
+    if spec.exclude_nodes and version < (2, 1):
+        raise SubmitRefused(
+            "dispatch-kubeflow: keeping a TrainJob off nodes needs Trainer 2.1 or later "
+            f"(configured {version[0]}.{version[1]}): no pod template override before it"
+        )
     if spec.resources.time_limit is not None and version < (2, 2):
         raise SubmitRefused(
             "dispatch-kubeflow: spec.activeDeadlineSeconds needs Trainer 2.2 or later "
@@ -82,16 +107,12 @@ def build_trainjob(
     image = spec.options.get("image") or config.image
     if image:
         trainer["image"] = image
-    if spec.command:
-        trainer["command"] = list(spec.command)
-    elif spec.script is not None:
-        trainer["command"] = ["/bin/sh", "-c", spec.script]
-    if spec.env:
-        trainer["env"] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    trainer["command"] = launch.container_command(spec)
+    trainer["env"] = launch.container_env(job_id, submission, spec)
     if resources := resources_per_node(spec):
         trainer["resourcesPerNode"] = resources
-    if spec.resources.tasks_per_node > 1:
-        trainer["numProcPerNode"] = spec.resources.tasks_per_node
+    trainer["numProcPerNode"] = spec.resources.tasks_per_node
+    pod_spec = exclusion(spec)
     body_spec: dict[str, Any] = {
         "runtimeRef": {
             "name": spec.options.get("runtime") or config.runtime,
@@ -118,7 +139,12 @@ def build_trainjob(
                                     "name": name,
                                     "template": {
                                         "metadata": {"labels": labels},
-                                        "spec": {"template": {"metadata": {"labels": labels}}},
+                                        "spec": {
+                                            "template": {
+                                                "metadata": {"labels": labels},
+                                                **({"spec": pod_spec} if pod_spec else {}),
+                                            }
+                                        },
                                     },
                                 }
                                 for name in replicated_jobs
@@ -135,6 +161,7 @@ def build_trainjob(
                 {
                     "targetJobs": [{"name": name} for name in replicated_jobs],
                     "metadata": {"labels": labels},
+                    **({"spec": pod_spec} if pod_spec else {}),
                 }
             ]
     return {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatch_kubeflow_testing.emulator.objects import QUEUE_NAME
+from dispatch_kubeflow_testing.emulator.objects import QUEUE_NAME, TORCH_RESERVED
 from dispatch_kubeflow_testing.emulator.store import CLUSTER_RUNTIME, RUNTIME, ApiError, Obj, Store
 
 _COMMON_SPEC = {"runtimeRef", "initializer", "trainer", "suspend", "managedBy"}
@@ -104,6 +104,16 @@ def admit_trainjob(
             "Invalid",
             f"spec.trainer.numNodes: Invalid value: {nodes!r}: "
             "should be greater than or equal to 0",
+        )
+    env = (spec.get("trainer") or {}).get("env") or []
+    reserved = sorted({e.get("name") for e in env if isinstance(e, dict)} & set(TORCH_RESERVED))
+    if reserved:
+        raise ApiError(
+            422,
+            "Invalid",
+            'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
+            f"spec.trainer.env: Invalid value: {env!r}: must not have reserved envs, "
+            f"invalid envs configured: [{' '.join(reserved)}]",
         )
     spec.setdefault("suspend", False)
     spec.setdefault("managedBy", "trainer.kubeflow.org/trainjob-controller")

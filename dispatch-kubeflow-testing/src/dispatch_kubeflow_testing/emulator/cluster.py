@@ -51,6 +51,10 @@ class Cluster:
         self.pending_restarts: dict[str, int] = {}
         self.unschedulable: set[str] = set()
         self.started: dict[str, int] = {}
+        # pod uid -> the exit code of a command the kubelet ran for real
+        self.exits: dict[str, int] = {}
+        # (namespace, pod name) -> what each run of its container printed (last: current)
+        self.logs: dict[tuple[str, str], list[bytearray]] = {}
         self._suffix = itertools.count(1)
         self.changed = False
         self.pod_index: dict[tuple[str, str], list[Obj]] | None = None
@@ -158,6 +162,11 @@ class Cluster:
                 if not self.changed:
                     return
 
+    def write_log(self, pod: Obj, data: bytes) -> None:
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        runs = self.logs.setdefault(key, [bytearray()])
+        runs[-1].extend(data)
+
     @staticmethod
     def pod_terminal(pod: Obj) -> bool:
         return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
@@ -181,6 +190,9 @@ class Cluster:
             "containerID": "containerd://emulated",
         }
         if last_state:
+            self.logs.setdefault(
+                (pod["metadata"]["namespace"], pod["metadata"]["name"]), [bytearray()]
+            ).append(bytearray())
             cs["lastState"] = {"terminated": terminated}
             cs["restartCount"] = cs.get("restartCount", 0) + 1
             cs["state"] = {

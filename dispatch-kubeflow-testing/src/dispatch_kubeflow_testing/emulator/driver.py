@@ -239,6 +239,8 @@ class Emulator:
                 if resource in (None, res.plural):
                     del self._faults[index]
                     raise fault
+            if request.method == "GET" and where.log and name is not None:
+                return 200, self._log(ns, name, request.query)
             if request.method == "GET":
                 if name is None:
                     return 200, self.store.listing(
@@ -279,6 +281,36 @@ class Emulator:
         raise ApiError(
             405, "MethodNotAllowed", f"{request.method} is not supported on {request.path}"
         )
+
+    def _log(self, ns: str, name: str, query: dict[str, str]) -> bytes:
+        """``GET .../pods/NAME/log``: the container's output, ``previous=true`` for the run
+        before its last restart, ``tailLines``/``limitBytes`` as the API server reads them."""
+        pod = self.store.raw(POD, ns, name)
+        runs = self.cluster.logs.get((ns, name), [bytearray()])
+        container = query.get("container", "node")
+        if query.get("previous") == "true":
+            if len(runs) < 2:
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f'previous terminated container "{container}" in pod "{name}" not found',
+                )
+            data = bytes(runs[-2])
+        else:
+            if pod["status"].get("phase") == "Pending":
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f'container "{container}" in pod "{name}" is waiting to start: '
+                    "ContainerCreating",
+                )
+            data = bytes(runs[-1])
+        if "tailLines" in query:
+            lines = data.splitlines(keepends=True)
+            data = b"".join(lines[-int(query["tailLines"]) :]) if int(query["tailLines"]) else b""
+        if "limitBytes" in query:
+            data = data[: int(query["limitBytes"])]
+        return data
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -351,6 +383,11 @@ class Emulator:
         return pods[index]
 
     # -- provoking endings -------------------------------------------------------------
+
+    def print_log(self, name: str, text: str, *, pod: int = 0) -> None:
+        """A node's container prints ``text`` (what ``kubectl logs`` then shows)."""
+        with self.store.lock:
+            self.cluster.write_log(self._pod(name, pod), text.encode())
 
     def succeed(self, name: str) -> None:
         """Every node exits 0."""

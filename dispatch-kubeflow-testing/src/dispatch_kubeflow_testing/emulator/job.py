@@ -141,6 +141,8 @@ def create_pod(c: Cluster, job: Obj, index: int) -> None:
         **(template.get("metadata") or {}).get("labels", {}),
         JOB_NAME: meta["name"],
         "batch.kubernetes.io/controller-uid": meta["uid"],
+        # k8s ≥ 1.28 (PodIndexLabel) puts the index in a label too
+        "batch.kubernetes.io/job-completion-index": str(index),
     }
     pod = c.create(
         POD,

@@ -12,6 +12,10 @@ QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
 TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
 GPUS_PER_NODE = 8
+#: what the torch plugin reserves (``constants.TorchRunReservedEnvNames``)
+TORCH_RESERVED = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
+                  "PET_MASTER_PORT")  # fmt: skip
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 LAUNCH_ERRORS = {
     "ErrImagePull": (
@@ -35,6 +39,7 @@ def is_true(obj: Obj, ctype: str) -> bool:
 
 
 __all__ = [
+    "COMPLETION_INDEX",
     "GPUS_PER_NODE",
     "JOBSET_NAME",
     "JOB_NAME",
@@ -43,6 +48,7 @@ __all__ = [
     "QUEUE_NAME",
     "RESTART_ATTEMPT",
     "RJOB_NAME",
+    "TORCH_RESERVED",
     "TRAINER_CONTROLLER",
     "condition",
     "is_true",

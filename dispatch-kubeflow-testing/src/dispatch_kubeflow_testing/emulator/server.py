@@ -36,6 +36,7 @@ class Route:
     namespace: str | None
     name: str | None
     status: bool
+    log: bool = False
 
 
 def route(path: str) -> Route:
@@ -56,11 +57,12 @@ def route(path: str) -> Route:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
     name = rest[1] if len(rest) > 1 else None
     status = len(rest) > 2 and rest[2] == "status"
-    if len(rest) > 3 or (len(rest) == 3 and not status):
+    log = len(rest) > 2 and rest[2] == "log" and res.plural == "pods"
+    if len(rest) > 3 or (len(rest) == 3 and not (status or log)):
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
     if res.namespaced and name is not None and namespace is None:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
-    return Route(res, namespace if res.namespaced else None, name, status)
+    return Route(res, namespace if res.namespaced else None, name, status, log)
 
 
 @dataclass
@@ -82,7 +84,7 @@ class RequestLog:
         return [r for r in self.entries if r.verb == "list"]
 
 
-Handler = Callable[[Request, Route], tuple[int, Obj]]
+Handler = Callable[[Request, Route], tuple[int, Obj | bytes]]
 
 
 class Server(ThreadingHTTPServer):
@@ -131,10 +133,12 @@ def make_server(host: str, port: int, handle: Handler, log: RequestLog, token: s
                 connections.discard(self.connection)
             super().finish()
 
-        def _answer(self, code: int, body: Obj) -> None:
-            data = json.dumps(body).encode()
+        def _answer(self, code: int, body: Obj | bytes) -> None:
+            # a pod's log is plain text, like the API server's /log subresource
+            text = isinstance(body, bytes)
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(code)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/plain" if text else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -156,7 +160,8 @@ def make_server(host: str, port: int, handle: Handler, log: RequestLog, token: s
                     "PUT": "update",
                     "DELETE": "delete",
                 }.get(method, method.lower())
-                request = Request(method, url.path, query, body, where.res.plural, verb)
+                resource = where.res.plural + ("/log" if where.log else "")
+                request = Request(method, url.path, query, body, resource, verb)
                 log.add(request)
                 code, answer = handle(request, where)
             except json.JSONDecodeError as exc:

@@ -90,6 +90,42 @@ def trainer(c: Cluster) -> None:
             c.set_condition(tj, "Failed", "True", failed["reason"], failed["message"])
 
 
+MASTER_PORT = 29500
+
+
+def torch_env(tj: Obj, num_nodes: int) -> list[Obj]:
+    """The variables Trainer 2.2's torch plugin gives the trainer node container
+    (``plugins/torch/torch.go``): torchrun's ``PET_*``, the node rank by downward API."""
+    trainer = tj["spec"].get("trainer") or {}
+    name = tj["metadata"]["name"]
+    procs = trainer.get("numProcPerNode")
+    if procs is None:
+        requests = (trainer.get("resourcesPerNode") or {}).get("requests") or {}
+        procs = max(1, int(str(requests.get("cpu", "1")).rstrip("m") or 1))
+    return [
+        {"name": "PET_NNODES", "value": str(num_nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": str(procs)},
+        {
+            "name": "PET_NODE_RANK",
+            "valueFrom": {
+                "fieldRef": {
+                    "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                }
+            },
+        },
+        {"name": "PET_MASTER_ADDR", "value": f"{name}-node-0-0.{name}"},
+        {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
+    ]
+
+
+def _pod_fields(spec: object) -> dict[str, object]:
+    """The pod-level fields a runtime patch or override may set (affinity, selectors...)."""
+    if not isinstance(spec, dict):
+        return {}
+    keep = ("affinity", "nodeSelector", "tolerations", "serviceAccountName")
+    return {k: copy.deepcopy(spec[k]) for k in keep if k in spec}
+
+
 def build_jobset(c: Cluster, tj: Obj, runtime: Obj) -> Obj:
     """TrainJob + runtime (+ runtimePatches on v2.2, spec.labels and
     podTemplateOverrides on older versions) → JobSet, as ``jobset.go Build()`` does."""
@@ -103,6 +139,7 @@ def build_jobset(c: Cluster, tj: Obj, runtime: Obj) -> Obj:
     )
     job_labels: dict[str, dict[str, str]] = {}
     pod_labels: dict[str, dict[str, str]] = {}
+    pod_specs: dict[str, dict[str, object]] = {}
     for patch in spec.get("runtimePatches") or []:
         tmpl = (patch.get("trainingRuntimeSpec") or {}).get("template") or {}
         labels.update(((tmpl.get("metadata") or {}).get("labels")) or {})
@@ -111,14 +148,18 @@ def build_jobset(c: Cluster, tj: Obj, runtime: Obj) -> Obj:
             job_labels.setdefault(rj["name"], {}).update(
                 (rtmpl.get("metadata") or {}).get("labels") or {}
             )
-            pod_meta = ((rtmpl.get("spec") or {}).get("template") or {}).get("metadata") or {}
-            pod_labels.setdefault(rj["name"], {}).update(pod_meta.get("labels") or {})
+            pod_tmpl = (rtmpl.get("spec") or {}).get("template") or {}
+            pod_labels.setdefault(rj["name"], {}).update(
+                (pod_tmpl.get("metadata") or {}).get("labels") or {}
+            )
+            pod_specs.setdefault(rj["name"], {}).update(_pod_fields(pod_tmpl.get("spec")))
     labels.update(spec.get("labels") or {})
     for override in spec.get("podTemplateOverrides") or []:
         for target in override.get("targetJobs") or []:
             pod_labels.setdefault(target["name"], {}).update(
                 (override.get("metadata") or {}).get("labels") or {}
             )
+            pod_specs.setdefault(target["name"], {}).update(_pod_fields(override.get("spec")))
     for rj in js_spec.get("replicatedJobs", []):
         rj["replicas"] = 1
         rtmpl = rj.setdefault("template", {})
@@ -131,6 +172,7 @@ def build_jobset(c: Cluster, tj: Obj, runtime: Obj) -> Obj:
         jspec = rtmpl.setdefault("spec", {})
         pmeta = jspec.setdefault("template", {}).setdefault("metadata", {})
         pmeta["labels"] = {**(pmeta.get("labels") or {}), **pod_labels.get(rj["name"], {})}
+        jspec["template"].setdefault("spec", {}).update(pod_specs.get(rj["name"], {}))
         if rj["name"] == "node":
             jspec["parallelism"] = jspec["completions"] = num_nodes
             container = (
@@ -143,6 +185,8 @@ def build_jobset(c: Cluster, tj: Obj, runtime: Obj) -> Obj:
                     container[field] = trainer[field]
             if "resourcesPerNode" in trainer:
                 container["resources"] = trainer["resourcesPerNode"]
+            if (runtime["spec"].get("mlPolicy") or {}).get("torch") is not None:
+                container["env"] = [*(container.get("env") or []), *torch_env(tj, num_nodes)]
     return {
         "metadata": {
             "name": meta["name"],
