@@ -20,7 +20,8 @@ Delivery guarantees, per sink (a URL or command):
 - **never in the tick's way**: delivery runs in a background thread; ``poke`` returns at
   once and nothing a sink does (hang, refuse, fail) reaches the supervisor.
 
-A first run starts at the events committed from then on (no flood of old events).
+A first run starts at the events committed after the notifier was made (no flood of
+old events).
 """
 
 from __future__ import annotations
@@ -65,6 +66,13 @@ def cursor_path(store_url: str | None, sink: Mapping[str, Any]) -> Path:
     if url.lower().startswith("sqlite:"):
         return sqlite_path(url).parent / name
     return default_store_path().parent / name
+
+
+def _shown(url: str) -> str:
+    """A URL for the log, without a password it may carry."""
+    from dispatch.store import redact
+
+    return redact(url)
 
 
 def _now() -> datetime:
@@ -155,6 +163,8 @@ class Notifier:
         self._passes = 0
         self._thread: threading.Thread | None = None
         self.delivered = 0
+        #: Events committed from here on are owed (the cursor's start on a first run).
+        self._born = _now()
 
     # ------------------------------------------------------------------ control
     def poke(self) -> None:
@@ -291,9 +301,9 @@ class Notifier:
                 with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                     answer.read()
             except urllib.error.HTTPError as exc:
-                return f"{self.url} answered {exc.code} {exc.reason}"
+                return f"{_shown(self.url)} answered {exc.code} {exc.reason}"
             except (OSError, ValueError) as exc:
-                return f"{self.url}: {exc}"
+                return f"{_shown(self.url)}: {exc}"
             return None
         env = {
             **os.environ,
@@ -338,7 +348,7 @@ class Notifier:
         try:
             cursor = json.loads(self.cursor.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            cursor = {"position": 0, "since": _now().isoformat(), "done": [], "failures": {}}
+            cursor = {"position": 0, "since": self._born.isoformat(), "done": [], "failures": {}}
             self._save(cursor)
         except (OSError, ValueError) as exc:
             raise OSError(f"notification cursor {self.cursor} unreadable: {exc}") from exc

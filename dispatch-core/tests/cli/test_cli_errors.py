@@ -123,3 +123,19 @@ def test_a_bug_names_itself_and_hides_the_traceback_unless_asked(tmp_path: Path)
         cli, ["status", job], obj=Context(url, registry=registry)
     )
     assert loud.exit_code == 70 and "Traceback" in loud.stderr
+
+
+def test_a_password_is_never_printed_S51(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    dispatch = str(Path(sys.executable).with_name("dispatch"))
+    url = "postgresql://ana:hunter2@127.0.0.1:1/db?connect_timeout=2"
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    for args in (["list"], ["list", "--json"], ["config"], ["config", "--json"]):
+        out = subprocess.run(
+            [dispatch, "--store", url, *args], capture_output=True, text=True, env=env
+        )
+        assert "hunter2" not in out.stdout + out.stderr, args
+        assert out.returncode in (0, 3), out.stderr

@@ -110,7 +110,7 @@ def fail(exc: BaseException, as_json: bool) -> None:
     from dispatch.cli import exit_codes
 
     code = exit_codes.for_error(exc)
-    text = exit_codes.message(exc)
+    text = _redacted(exit_codes.message(exc))
     if as_json:
         from dispatch.cli.render import emit_json
 
@@ -121,6 +121,13 @@ def fail(exc: BaseException, as_json: bool) -> None:
         traceback.print_exception(exc)
     click.echo(f"dispatch: {text}", err=True)
     sys.exit(code)
+
+
+def _redacted(text: str) -> str:
+    """No password in what is printed, whichever layer wrote the message (S-51)."""
+    from dispatch.store import redact_text
+
+    return redact_text(text)
 
 
 def handles_errors(fn: F) -> F:
