@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from core_bench import World, cause, declarations, policy
-from dispatch import Action, CauseKind, DecodeError, Execution, Level, Phase, State, fold, project
+from dispatch import (
+    Action,
+    Capability,
+    CauseKind,
+    DecodeError,
+    Execution,
+    Level,
+    Phase,
+    State,
+    fold,
+    project,
+)
 from dispatch.enums import TERMINAL_STATES
-from dispatch.events import decode_event, encode_event
+from dispatch.events import (
+    HoldPlaced,
+    RecoveryStarted,
+    SubmissionRequested,
+    decode_event,
+    encode_event,
+)
 from dispatch.requests import cancel, give_up, resubmit
 from dispatch.status import Status
 from hypothesis import HealthCheck, given, settings
@@ -48,9 +66,16 @@ STEP = st.sampled_from(
 )
 
 
+NODES = st.lists(st.sampled_from(["n1", "n2", "n3"]), max_size=2).map(tuple)
+
+
 def _play(data: st.DataObject) -> tuple[World, list[Status]]:
     native = data.draw(st.booleans())
-    decl = declarations(native_actions=frozenset({Action.REQUEUE}) if native else frozenset())
+    excluding = {Capability.EXCLUDE_NODES} if data.draw(st.booleans()) else set()
+    decl = declarations(
+        native_actions=frozenset({Action.REQUEUE}) if native else frozenset(),
+        capabilities=frozenset({Capability.GATING, *excluding}),
+    )
     w = World(policy(*data.draw(RULES)), decl)
     statuses: list[Status] = []
     for _ in range(data.draw(st.integers(min_value=1, max_value=40))):
@@ -71,9 +96,11 @@ def _play(data: st.DataObject) -> tuple[World, list[Status]]:
             elif oid and step == "run":
                 w.set(oid, Phase.RUNNING)
             elif oid and step == "end":
-                w.set(oid, Phase.ENDED, cause(data.draw(st.sampled_from(ENDINGS)), at=w.now))
+                kind = data.draw(st.sampled_from(ENDINGS))
+                w.set(oid, Phase.ENDED, cause(kind, at=w.now, nodes=data.draw(NODES)))
             elif oid and step == "node-lost":
-                w.set(oid, Phase.RUNNING, cause(CauseKind.NODE_LOST, at=w.now))
+                lost = cause(CauseKind.NODE_LOST, at=w.now, nodes=data.draw(NODES))
+                w.set(oid, Phase.RUNNING, lost)
             elif oid and step == "pending-reason":
                 w.set(oid, Phase.PENDING, cause(CauseKind.NO_CAPACITY, at=w.now))
             elif oid and step == "native":
@@ -222,3 +249,28 @@ def test_folded_job_equals_its_validated_self_S20(data: st.DataObject) -> None:
     again = Job.model_validate_json(job.model_dump_json())
     assert again == job
     assert again.model_dump() == job.model_dump()
+
+
+@SETTINGS
+@given(st.data())
+def test_exclusions_only_grow_only_name_lost_nodes_and_only_where_enforced_S43(
+    data: st.DataObject,
+) -> None:
+    w, statuses = _play(data)
+    requests = [e for e in w.events if isinstance(e, SubmissionRequested)]
+    if not w.plan.declarations.supports(Capability.EXCLUDE_NODES):
+        assert all(not r.exclude_nodes for r in requests)
+    for earlier, later in itertools.pairwise(requests):
+        assert earlier.exclude_nodes <= later.exclude_nodes
+    blamed = {  # nodes of the node-lost endings a recovery or hold was decided on
+        node
+        for e in w.events
+        if isinstance(e, (RecoveryStarted, HoldPlaced)) and e.cause.kind is CauseKind.NODE_LOST
+        for node in e.cause.nodes
+    }
+    assert not requests or requests[-1].exclude_nodes <= blamed
+    for submit in w.submitted:
+        recorded = next(r for r in requests if r.submission == submit.submission)
+        assert submit.spec.exclude_nodes == recorded.exclude_nodes
+    for st_ in statuses:
+        assert list(st_.exclude_nodes) == sorted(st_.exclude_nodes)
