@@ -8,7 +8,10 @@ the server named by DISPATCH_TEST_POSTGRES, default the one .ci/start-postgres.s
   without and with a lease per job (the fenced path the supervisor uses);
 - single: sequential append() calls, one event each, one transaction each;
 - read_many: all N records in one call;
-- read_since: the whole feed from position 0, in pages.
+- read_since: the whole feed from position 0, in pages; read_feed (the quarantining feed
+  the supervisor uses, S-48) the same way;
+- one job: read(job) and read_feed(job_ids=[job]) on the N-job record, 200 times each: what
+  a per-job command pays (issue 14: it must not grow with the record).
 
 Usage: .venv/bin/python benchmarks/store_append.py [--jobs 10000] [--ticks 3] [--singles 500]
        [--stores sqlite,postgres]
@@ -85,8 +88,15 @@ def requested(job_id: str, seq: int) -> Event:
 def bench(name: str, store: RecordStore, jobs: int, ticks: int, singles: int) -> None:
     ids = [f"bench-{n:06d}" for n in range(jobs)]
     created = [
-        Batch(j, 0, [JobCreated(job_id=j, seq=1, at=T0, name="bench", backend="local",
-                                spec=SPEC, plan=PLAN)])
+        Batch(
+            j,
+            0,
+            [
+                JobCreated(
+                    job_id=j, seq=1, at=T0, name="bench", backend="local", spec=SPEC, plan=PLAN
+                )
+            ],
+        )
         for j in ids
     ]
     start = time.perf_counter()
@@ -129,6 +139,24 @@ def bench(name: str, store: RecordStore, jobs: int, ticks: int, singles: int) ->
             break
         count += len(page)
     report(name, "read_since(0) in pages of 10000", count, time.perf_counter() - start)
+
+    start = time.perf_counter()
+    position, count = 0, 0
+    while True:
+        feed = store.read_feed(position, limit=10_000)
+        if not feed.events and not feed.quarantined:
+            break
+        position = feed.position
+        count += len(feed.events)
+    report(name, "read_feed(0) in pages of 10000", count, time.perf_counter() - start)
+
+    probes = ids[:: max(1, len(ids) // 200)][:200]
+    start = time.perf_counter()
+    count = sum(len(store.read(j)) for j in probes)
+    report(name, f"read(one job) x {len(probes)}", count, time.perf_counter() - start)
+    start = time.perf_counter()
+    count = sum(len(store.read_feed(0, job_ids=[j]).events) for j in probes)
+    report(name, f"read_feed(job_ids=[one]) x {len(probes)}", count, time.perf_counter() - start)
 
 
 def main() -> None:
