@@ -11,7 +11,7 @@ import secrets
 from datetime import UTC, datetime
 
 from dispatch.backends import Registry
-from dispatch.enums import Enforcer
+from dispatch.enums import Capability, Enforcer
 from dispatch.errors import BadInput
 from dispatch.events import Event, JobCreated
 from dispatch.folding import fold
@@ -38,8 +38,11 @@ def bind_plan(registry: Registry, backend: str, policy: RecoveryPolicy) -> Plan:
 
 
 def check_spec(registry: Registry, backend: str, spec: JobSpec) -> None:
-    """Refuse options the backend does not declare, before anything is written (S-36)."""
-    declared = registry.get(backend).declarations.options
+    """Refuse options and capabilities the backend does not declare, before anything is
+    written (S-36, issue 16.1): a job asking what its backend cannot do would otherwise be
+    recorded and then refused by every submit."""
+    declarations = registry.get(backend).declarations
+    declared = declarations.options
     unknown = sorted(set(spec.options) - set(declared))
     if unknown:
         accepted = ", ".join(sorted(declared)) or "none"
@@ -47,6 +50,31 @@ def check_spec(registry: Registry, backend: str, spec: JobSpec) -> None:
             f"backend {backend!r} does not accept the option(s) {', '.join(unknown)} "
             f"(it accepts: {accepted})"
         )
+    missing = [
+        f"{what} needs the {capability.value!r} capability"
+        for capability, what in _asked(spec)
+        if capability not in declarations.capabilities
+    ]
+    if missing:
+        can = ", ".join(sorted(c.value for c in declarations.capabilities)) or "none"
+        raise BadInput(
+            f"backend {backend!r} cannot run this job: {'; '.join(missing)} (it declares: {can})"
+        )
+
+
+def _asked(spec: JobSpec) -> list[tuple[Capability, str]]:
+    """The capabilities ``spec`` needs, each with the field that needs it."""
+    resources = spec.resources
+    asked: list[tuple[Capability, str]] = []
+    if resources.nodes > 1:
+        asked.append((Capability.MULTI_NODE, f"resources.nodes={resources.nodes}"))
+    if resources.gpus_per_node:
+        asked.append((Capability.GPUS, f"resources.gpus_per_node={resources.gpus_per_node}"))
+    if resources.time_limit is not None:
+        asked.append((Capability.TIME_LIMIT, f"resources.time_limit={resources.time_limit}"))
+    if spec.exclude_nodes:
+        asked.append((Capability.EXCLUDE_NODES, "exclude_nodes"))
+    return asked
 
 
 def create_job(

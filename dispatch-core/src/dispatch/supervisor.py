@@ -343,12 +343,18 @@ class Supervisor:
                             submission=effect.submission,
                             object_id=object_id,
                         )
-                    except SubmitRefused as exc:
+                    except Unreachable:
+                        raise
+                    except DispatchError as exc:
+                        # Refused, or failed in a way no retry mends (issue 16.1): a
+                        # recorded, visible ending in the backend's words, never a retry
+                        # for ever. Only Unreachable is tried again.
                         seq += 1
+                        detail = exc.detail if isinstance(exc, SubmitRefused) else str(exc)
                         cause = Cause(
                             kind=CauseKind.LAUNCH_FAILED,
                             provenance=Provenance.SCHEDULER,
-                            detail=exc.detail,
+                            detail=detail,
                             at=now,
                         )
                         event = SubmissionFailed(
