@@ -1,12 +1,15 @@
-"""Status of 500 jobs on the real Slurm: dispatch's discovery vs bare squeue+sacct vs one
-squeue per job (the TorchX pattern). Prints wall times, ratios and scheduler call counts.
+"""Status of 500 multi-node jobs on the real 4-node Slurm: dispatch's discovery vs bare
+squeue+sacct vs one squeue per job (the TorchX pattern). Prints wall times, ratios and
+scheduler calls per tick.
 
-    python benchmarks/slurm_discovery.py [--jobs 500] [--repeat 5]
+    python benchmarks/slurm_discovery.py [--jobs 500] [--repeat 5] [--failing 0.1]
 
-Needs the Slurm that dispatch-slurm/scripts/start-slurm.sh starts (it runs it, SKIP_APT=1
-when Slurm is installed). The jobs are `true`, submitted through the adapter (tagged like
-any dispatch submission) and left ended: the three ways then ask about the same 500
-ended jobs. Figures are wall-clock medians on this machine; nothing here is asserted.
+Needs the cluster of dispatch-slurm-testing's start script (it runs it). Job i runs on
+2 + i % 3 nodes (2-4), through the adapter's launch wrapper (one step per node), and
+ends: a fraction ``--failing`` of them has rank 1 exit 1, so their discovery also reads
+the step rows that name the failing node (one more call per tick, S-42). The three ways
+then ask about the same ended jobs. Figures are wall-clock medians on this machine;
+nothing here is asserted.
 """
 
 from __future__ import annotations
@@ -15,19 +18,15 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 import uuid
-from pathlib import Path
 
-from dispatch import JobSpec
+from dispatch import JobSpec, Resources
 from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.parse import SACCT_FIELDS, SQUEUE_FIELDS
 from dispatch_slurm.runner import Runner
-
-ROOT = Path(__file__).resolve().parents[1]
-START = ROOT / "dispatch-slurm" / "scripts" / "start-slurm.sh"
+from dispatch_slurm_testing.cluster import start
 
 
 def timed(fn, repeat: int) -> tuple[float, object]:
@@ -43,25 +42,38 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--failing", type=float, default=0.1)
     args = parser.parse_args()
 
-    env = dict(os.environ, SKIP_APT="1" if shutil.which("sbatch") else "0")
-    subprocess.run(["bash", str(START)], env=env, check=True, capture_output=True)
+    start()
     workdir = tempfile.mkdtemp(prefix="dispatch-bench-", dir="/var/tmp")
     os.chmod(workdir, 0o777)
+    os.environ["DISPATCH_SLURM_LOG_DIR"] = workdir
 
     backend = SlurmBackend()
     run = uuid.uuid4().hex[:8]
     job_ids = [f"bench-{run}-{i}" for i in range(args.jobs)]
-    spec = JobSpec(command=("true",), workdir=workdir, options={"output": "/dev/null"})
+    every = round(1 / args.failing) if args.failing > 0 else 0
+    fails = ("sh", "-c", 'if [ "$RANK" = 1 ]; then exit 1; fi')
     t0 = time.perf_counter()
-    object_ids = [backend.dispatch_submit(j, 1, spec, False) for j in job_ids]
+    object_ids = []
+    for i, job in enumerate(job_ids):
+        failing = every and i % every == every - 1
+        spec = JobSpec(command=fails if failing else ("true",), workdir=workdir,
+                       resources=Resources(nodes=2 + i % 3), options={"output": "/dev/null"})
+        object_ids.append(backend.dispatch_submit(job, 1, spec, False))
     submit_s = time.perf_counter() - t0
+    ticks_while_running: list[dict[str, int]] = []
     while True:
+        before = dict(backend.runner.calls_by_command)
         found = backend.dispatch_discover(job_ids)
+        after = backend.runner.calls_by_command
+        ticks_while_running.append({k: after[k] - before.get(k, 0) for k in after
+                                    if after[k] - before.get(k, 0)})
         if len(found.objects) == args.jobs and all(not o.alive for o in found.objects):
             break
         time.sleep(2)
+    attributed = sum(1 for o in found.objects if o.cause is not None and o.cause.nodes)
 
     bare = Runner()
     ids = ",".join(object_ids)
@@ -83,8 +95,12 @@ def main() -> None:
         return states
 
     before = backend.runner.calls
+    before_by = dict(backend.runner.calls_by_command)
     t_dispatch, n_dispatch = timed(dispatch_way, args.repeat)
     dispatch_calls = (backend.runner.calls - before) / args.repeat
+    ended_tick = {k: (v - before_by.get(k, 0)) // args.repeat
+                  for k, v in backend.runner.calls_by_command.items()
+                  if v - before_by.get(k, 0)}
     before = bare.calls
     t_bare, _ = timed(bare_way, args.repeat)
     bare_calls = (bare.calls - before) / args.repeat
@@ -92,8 +108,13 @@ def main() -> None:
     t_per_job, n_per_job = timed(per_job_way, 1)
     per_job_calls = bare.calls - before
 
-    print(f"Slurm discovery benchmark: {args.jobs} ended jobs, median of {args.repeat} "
-          f"(per-job: 1 run); submitting them took {submit_s:.1f} s")
+    print(f"Slurm discovery benchmark: {args.jobs} ended jobs of 2-4 nodes "
+          f"({sum(1 for i in range(args.jobs) if every and i % every == every - 1)} with a "
+          f"failing rank), median of {args.repeat} (per-job: 1 run); submitting them took "
+          f"{submit_s:.1f} s")
+    print(f"calls per tick, ended: {ended_tick}; while they ran: "
+          f"{ticks_while_running[:3]}... ({len(ticks_while_running)} ticks); "
+          f"endings attributed to a node: {attributed}")
     print(f"{'way':<38}{'wall s':>9}{'calls':>8}{'ratio':>9}")
     rows = [
         ("dispatch discovery (squeue -n + sacct)", t_dispatch, dispatch_calls),

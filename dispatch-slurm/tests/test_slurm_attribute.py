@@ -82,3 +82,22 @@ def test_a_failure_waits_for_the_records_that_name_its_node_then_settles_S42() -
     late = build_objects(text["squeue"], text["sacct"], None, {"s-856d42-oom"},
                          ended + timedelta(seconds=31))
     assert late[0].phase is Phase.ENDED and late[0].cause.kind is CauseKind.OUT_OF_MEMORY
+
+
+def test_docs_hold_the_step_table_as_the_code_has_it_S42() -> None:
+    from dispatch_slurm.attribute import render_markdown
+    docs = (Path(__file__).parents[1] / "docs" / "mapping.md").read_text()
+    assert render_markdown() in docs, "docs/mapping.md is stale: see its attribution section"
+
+
+def test_torchrun_peer_failing_after_its_node_was_lost_is_node_lost_of_that_node_S42() -> None:
+    """Rank 0's torchrun exits 1 at once (connection closed) and the wrapper ends the job
+    before Slurm declares node4 down: the step on node4 never reported an exit status and
+    slurmdbd recorded node4 DOWN 7 s after the end: node-lost, node4, not rank 0's exit."""
+    job = "live-torchrun-kill-750d6b8a"
+    obj = _discover("torchrun-node-lost", job)[job]
+    assert obj.cause.kind is CauseKind.NODE_LOST
+    assert obj.cause.nodes == ("node4",) and obj.cause.exit_code is None
+    assert "sacctmgr: Node=node4" in obj.cause.detail
+    kinds = {c.nodes: c.kind for c in obj.executions[0].node_causes}
+    assert kinds[("node3",)] is CauseKind.NON_ZERO_EXIT  # kept per node, not the cause

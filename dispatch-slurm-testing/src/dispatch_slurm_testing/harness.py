@@ -55,6 +55,7 @@ _DESTRUCTIVE = {
     Scenario.PREEMPTED: "own-cluster mode never preempts other users' jobs",
     Scenario.NATIVE_RECOVERY: "own-cluster mode never preempts (the native requeue needs it)",
     Scenario.NODE_LOST: "own-cluster mode never kills a node's daemons",
+    Scenario.NODE_LOST_OF_N: "own-cluster mode never kills a node's daemons",
 }
 
 
@@ -157,9 +158,27 @@ class SlurmHarness(Harness):
         return JobSpec(name="kit-quick", command=("true",), workdir=self._workdir,
                        options=self._options())
 
+    def printing_spec(self, text: str) -> JobSpec:
+        return JobSpec(name="kit-print", command=("echo", text), workdir=self._workdir,
+                       options=self._partition_only())
+
+    def contract_spec(self) -> JobSpec:
+        spec = super().contract_spec()
+        return spec.model_copy(update={"workdir": self._workdir,
+                                       "options": self._partition_only()})
+
+    def _partition_only(self) -> dict[str, str]:
+        partition = self._partition()
+        return {"partition": partition} if partition else {}
+
     def calls(self) -> int:
         assert self._backend is not None
         return self._backend.runner.calls
+
+    def restore_nodes(self, nodes: Set[str]) -> None:
+        """The node-lost scenarios bring their node back themselves once Slurm declared it
+        failed (a background thread): wait for that."""
+        self._wait_restored()
 
     # -- scenarios ----------------------------------------------------------------------
 
@@ -210,15 +229,28 @@ class SlurmHarness(Harness):
             p.preempt({job_id: oid})
             return Provoked(object_id=oid, timeout=self.timeout,
                             native_cause=CauseKind.PREEMPTED)
-        if scenario is Scenario.NODE_LOST:
-            oid = p.long(job_id, partition="low", requeue="no")
+        if scenario in (Scenario.NODE_LOST, Scenario.NODE_LOST_OF_N):
+            spec = self.multi_node_spec() if scenario is Scenario.NODE_LOST_OF_N else None
+            oid = (p.submit(job_id, 1, spec, False) if spec is not None
+                   else p.long(job_id, partition="low", requeue="no"))
             p.wait_state(oid, {"RUNNING"})
-            time.sleep(3)  # srun launches its step through slurmd: let it
-            p.lose(oid)
+            time.sleep(3)  # srun launches its steps through the slurmd's: let it
+            node = p.lose(oid)  # the last node: not the batch node when there are several
             self._restorer = threading.Thread(target=self._restore_after, args=(p, oid),
                                               daemon=True)
             self._restorer.start()
-            return Provoked(object_id=oid, timeout=self.timeout)
+            return Provoked(object_id=oid, timeout=self.timeout, nodes=(node,))
+        if scenario is Scenario.RANK_FAILED:
+            nodes, per_node = self.multi_node_shape
+            last = nodes * per_node - 1
+            spec = self.multi_node_spec().model_copy(update={"command": (
+                "sh", "-c", f'if [ "$RANK" = {last} ]; then sleep 2; exit 5; fi; sleep 3600')})
+            oid = p.submit(job_id, 1, spec, False)
+            p.wait_state(oid, {"RUNNING", "FAILED", "COMPLETING"})
+            # Slurm names the failing step's node; the rank only when a step holds one task
+            return Provoked(object_id=oid, timeout=self.timeout, exit_code=5,
+                            nodes=(p.nodes_of(oid)[-1],),
+                            rank=last if per_node == 1 else None)
         raise NotProvokable(f"no way to provoke {scenario} on Slurm")
 
     def _restore_after(self, p: Provoker, object_id: str) -> None:

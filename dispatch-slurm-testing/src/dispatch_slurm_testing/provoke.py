@@ -219,7 +219,8 @@ class Provoker:
 
     def nodes_of(self, object_id: str) -> list[str]:
         """The nodes the job runs on, in Slurm's order (the first is the batch node)."""
-        listed = self.oob.run(["squeue", "-h", "-j", object_id, "-o", "%N"]).stdout.strip()
+        listed = self.oob.run(["squeue", "-h", "--states=all", "-j", object_id,
+                               "-o", "%N"]).stdout.strip()
         if not listed:
             raise CannotProvoke(f"job {object_id} runs on no node")
         shown = self.oob.run(["scontrol", "show", "hostnames", listed])

@@ -145,27 +145,47 @@ def _step_cause(row: StepRow) -> Cause:
     exit_text = str(row.exit) if row.exit is not None else "(none)"
     detail = (f"sacct step {row.job_id}.{row.step} ({row.name}): State={row.state} "
               f"ExitCode={exit_text} NodeList={row.nodes}")
-    kind, provenance, exit_code, actor = CauseKind.UNKNOWN, Provenance.SCHEDULER, None, None
-    if row.state == "COMPLETED":
-        kind, provenance = CauseKind.NONE, Provenance.APPLICATION
-    elif row.state == "OUT_OF_MEMORY":
-        kind = CauseKind.OUT_OF_MEMORY
-    elif row.state == "NODE_FAIL":
-        kind = CauseKind.NODE_LOST
-    elif row.state == "TIMEOUT":
-        kind = CauseKind.TIME_LIMIT
-    elif row.state == "CANCELLED":
-        kind, provenance = CauseKind.CANCELLED, Provenance.ACTOR
-        actor = user_of(row.cancelled_by) if row.cancelled_by is not None else None
-    elif row.state == "FAILED" and row.exit is not None:
-        kind, provenance = CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION
-        exit_code = row.exit.code if row.exit.code else 128 + row.exit.signal
+    kind, provenance, _ = STEP_TABLE.get(row.state, _NO_ROW)
+    exit_code, actor = None, None
+    if kind is CauseKind.NON_ZERO_EXIT:
+        if row.exit is None:
+            kind, provenance = _NO_ROW[:2]
+        else:
+            exit_code = row.exit.code if row.exit.code else 128 + row.exit.signal
+    if kind is CauseKind.CANCELLED and row.cancelled_by is not None:
+        actor = user_of(row.cancelled_by)
     return Cause(kind=kind, provenance=provenance, actor=actor, detail=detail,
                  exit_code=exit_code, at=row.ended, nodes=nodes, rank=rank)
 
 
 #: step states that are not an ending yet
 _UNSETTLED = ("RUNNING", "PENDING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED")
+
+
+#: A step's state -> its node's own ending (one step per node, see the module docstring).
+STEP_TABLE: dict[str, tuple[CauseKind, Provenance, str]] = {
+    "COMPLETED": (CauseKind.NONE, Provenance.APPLICATION, "the node's tasks exited 0"),
+    "OUT_OF_MEMORY": (CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER,
+                      "a task on the node was OOM-killed (its cgroup)"),
+    "FAILED": (CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION,
+               "a task on the node exited non-zero (code, or 128 + signal)"),
+    "NODE_FAIL": (CauseKind.NODE_LOST, Provenance.SCHEDULER, "the node failed"),
+    "TIMEOUT": (CauseKind.TIME_LIMIT, Provenance.SCHEDULER, "the job's time limit"),
+    "CANCELLED": (CauseKind.CANCELLED, Provenance.ACTOR,
+                  "stopped: by the wrapper after another node's failure (`by <uid>`), or "
+                  "by Slurm when the job ended; the root-cause rule ranks it last"),
+}
+_NO_ROW = (CauseKind.UNKNOWN, Provenance.SCHEDULER, "any other state: unknown")
+
+
+def render_markdown() -> str:
+    """The step table as Markdown, for docs/mapping.md."""
+    lines = ["| sacct step state | the node's ending | provenance | why |", "|---|---|---|---|"]
+    for state, (kind, provenance, why) in STEP_TABLE.items():
+        lines.append(f"| {state} | {kind.value} | {provenance.value} | {why} |")
+    kind, provenance, why = _NO_ROW
+    lines.append(f"| anything else | {kind.value} | {provenance.value} | {why} |")
+    return "\n".join(lines) + "\n"
 
 
 def _rank_steps(rows: list[StepRow]) -> list[StepRow]:
@@ -181,26 +201,35 @@ def attribute(
     started: datetime | None,
     ended: datetime | None,
     found: Attribution,
+    settled: bool = True,
 ) -> tuple[Cause | None, tuple[Cause, ...]]:
     """The execution's cause with ``nodes``/``rank`` filled where Slurm says them, and
-    each node's own ending (``Execution.node_causes``)."""
+    each node's own ending (``Execution.node_causes``).
+
+    ``settled`` is False while the records that name a node may still be on their way
+    (:data:`dispatch_slurm.observe.SETTLE`): a failure then stays unattributed rather
+    than blamed on the wrong node.
+    """
     if cause is None or cause.kind is CauseKind.NONE or cause.nodes:
         return cause, ()
     steps = _rank_steps(found.steps.get((object_id, incarnation), []))
     per_node = tuple(_step_cause(r) for r in steps)
+    silent = tuple(n for r in steps if r.exit is None for n in expand_safe(r.nodes))
     if cause.kind is CauseKind.NODE_LOST:
-        lost = _lost_by_events(hosts, started, ended, found.events)
-        if not lost:
-            lost = tuple(n for r in steps if r.exit is None for n in expand_safe(r.nodes))
-        if not lost:
+        lost = _lost_by_events(hosts, started, ended, found.events) or silent
+        return (_lost(cause, lost, found) if lost else cause), per_node
+    if silent:
+        # a node whose step never reported an exit status, under a failure: the others
+        # failed because it went away (a torchrun peer sees its connection close, then the
+        # wrapper ends the job before Slurm declares the node down); slurmdbd's DOWN
+        # event confirms it
+        lost = _lost_by_events(silent, started, ended, found.events)
+        if lost:
+            return _lost(cause.model_copy(update={
+                "kind": CauseKind.NODE_LOST, "provenance": Provenance.SCHEDULER,
+                "exit_code": None}), lost, found), per_node
+        if not settled:
             return cause, per_node
-        events = [e for e in found.events if e.node in lost]
-        words = "; ".join(f"sacctmgr: Node={e.node} State={e.state} Reason={e.reason} "
-                          f"Start={e.started.isoformat() if e.started else '?'}"
-                          for e in events)
-        detail = f"{cause.detail} {words}".strip() if words else cause.detail
-        return cause.model_copy(update={"nodes": tuple(dict.fromkeys(lost)),
-                                        "detail": detail}), per_node
     root = root_cause(per_node)
     if root is None or root.kind is CauseKind.NONE:
         return cause, per_node
@@ -211,6 +240,31 @@ def attribute(
         update.update(kind=CauseKind.OUT_OF_MEMORY, provenance=Provenance.SCHEDULER,
                       exit_code=None)
     return cause.model_copy(update=update), per_node
+
+
+def _lost(cause: Cause, lost: tuple[str, ...], found: Attribution) -> Cause:
+    events = [e for e in found.events if e.node in lost]
+    words = "; ".join(f"sacctmgr: Node={e.node} State={e.state} Reason={e.reason} "
+                      f"Start={e.started.isoformat() if e.started else '?'}"
+                      for e in events)
+    detail = f"{cause.detail} {words}".strip() if words else cause.detail
+    return cause.model_copy(update={"nodes": tuple(dict.fromkeys(lost)), "detail": detail})
+
+
+def silent_nodes(steps_text: str) -> tuple[str, str]:
+    """The nodes (comma-joined) of finished steps that never reported an exit status,
+    and the earliest start among them: their node events are worth asking for."""
+    nodes: list[str] = []
+    since = ""
+    for row in parse_attribution(steps_text, "").steps.values():
+        for step in _rank_steps(row):
+            if step.exit is None:
+                nodes += expand_safe(step.nodes)
+                start = (step.started.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+                         if step.started else "")  # sacctmgr reads local time
+                if start and (not since or start < since):
+                    since = start
+    return ",".join(dict.fromkeys(nodes)), since
 
 
 def expand_safe(text: str) -> tuple[str, ...]:

@@ -51,7 +51,7 @@ from dispatch import (
     hookimpl,
 )
 
-from dispatch_slurm.attribute import attribution_queries
+from dispatch_slurm.attribute import attribution_queries, silent_nodes
 from dispatch_slurm.launch import WRAPPER, job_environment, log_dir
 from dispatch_slurm.logs import read_logs
 from dispatch_slurm.observe import build_objects, running_any
@@ -281,12 +281,18 @@ class SlurmBackend:
             steps_text = self._checked(self.runner.run(
                 ["sacct", "-P", "-n", "-D", "--allusers", "-j", ",".join(queries.steps_of),
                  "-o", ",".join(STEP_FIELDS)])).stdout
-        if queries.events_nodes:
+        events_nodes, events_since = queries.events_nodes, queries.events_since
+        silent, silent_since = silent_nodes(steps_text)
+        if silent:
+            events_nodes = ",".join(dict.fromkeys(filter(None, [*events_nodes.split(","),
+                                                              *silent.split(",")])))
+            events_since = min(filter(None, [events_since, silent_since]))
+        if events_nodes:
             # best effort: without the events a node-lost cause names no node, but is
             # still node-lost; an unreachable slurmdbd still raises
             events = self.runner.run(
-                ["sacctmgr", "-n", "-P", "show", "event", f"nodes={queries.events_nodes}",
-                 f"start={queries.events_since}", "format=" + ",".join(EVENT_FIELDS)])
+                ["sacctmgr", "-n", "-P", "show", "event", f"nodes={events_nodes}",
+                 f"start={events_since}", "format=" + ",".join(EVENT_FIELDS)])
             events_text = events.stdout if events.ok else ""
         objects = build_objects(squeue.stdout, sacct.stdout, nodes, set(wanted), at,
                                 steps_text=steps_text, events_text=events_text)

@@ -23,6 +23,7 @@ submission number is unknowable and the object is left out (see the README).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection
 from datetime import datetime, timedelta
 
@@ -168,7 +169,8 @@ def build_objects(
 
 def _numeric(object_id: str) -> tuple[int, str]:
     head = object_id.split("_")[0].split("+")[0]
-    return (int(head) if head.isascii() and head.isdigit() else 0, object_id)
+    numeric = head.isascii() and head.isdigit() and len(head) <= 18
+    return (int(head) if numeric else 0, object_id)
 
 
 def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow],
@@ -216,8 +218,11 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
                 detail=f"{_history_answer(row).words()}; squeue: Reason={sq.reason}",
                 at=row.ended)
         hosts = expand_hostlist(row.nodes)
+        settled = row.ended is None or at - row.ended >= SETTLE
         attributed, per_node = attribute(earlier_cause, object_id, index, hosts, row.started,
-                                         row.ended, found)
+                                         row.ended, found, settled)
+        if not settled and _settling(attributed, hosts, row.ended, at):
+            continue  # left out until its node is named, like one sacct has not written
         executions.append(Execution(index=index, started_at=row.started, ended_at=row.ended,
                                     nodes=hosts, cause=attributed, node_causes=per_node))
 
@@ -228,8 +233,9 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
         hosts = expand_hostlist(ran_on)
         per_node: tuple[Cause, ...] = ()
         if ended:
+            settled = ended_at is None or at - ended_at >= SETTLE
             cause, per_node = attribute(cause, object_id, len(earlier), hosts, started_at,
-                                        ended_at, found)
+                                        ended_at, found, settled)
             if _settling(cause, hosts, ended_at, at):
                 # sacct has not written the step rows (or slurmdbd the node event) that
                 # name the node yet: report it finishing, so the ending is recorded once,
@@ -258,7 +264,9 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
 
 
 #: how long after its end a multi-node failure may wait for the records that name its node
-SETTLE = timedelta(seconds=30)
+#: (sacct's step rows lag 1-10 s; slurmdbd's DOWN event of a lost node comes
+#: SlurmdTimeout + ~15 s after the loss): DISPATCH_SLURM_SETTLE seconds, default 30
+SETTLE = timedelta(seconds=float(os.environ.get("DISPATCH_SLURM_SETTLE", "30")))
 _ATTRIBUTED = (CauseKind.NODE_LOST, CauseKind.OUT_OF_MEMORY, CauseKind.NON_ZERO_EXIT)
 
 
