@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
 from pathlib import Path
 
-from dispatch import Backend, JobSpec, Phase, SubmitRefused
+from dispatch import Backend, JobSpec, SubmitRefused
 from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
 
 from dispatch_example.backend import ExampleBackend
@@ -83,11 +83,12 @@ class ExampleHarness(Harness):
         codes = {Scenario.EXIT_NONZERO: 4, Scenario.SIGNAL: 137}
         if scenario is not Scenario.UNMAPPABLE:
             return Provoked(object_id, timeout=self.timeout, exit_code=codes.get(scenario))
+        # the scheduler's own file says when it ended (not the adapter under test)
+        path = self.backend.path
         deadline = time.monotonic() + self.timeout
-        while not any(o.phase is Phase.ENDED for o in backend.discover([job_id]).objects):
+        while json.loads(path.read_text())[object_id].get("state") in (None, "running"):
             assert time.monotonic() < deadline, "the quick job never ended"
             time.sleep(self.poll_interval)
-        path = self.backend.path
         table = json.loads(path.read_text())
         table[object_id]["state"] = ODD_ANSWER
         path.write_text(json.dumps(table))
