@@ -366,6 +366,13 @@ class Emulator:
                 key=lambda p: p["metadata"]["name"],
             )
 
+    def nodes(self) -> list[Obj]:
+        with self.store.lock:
+            return sorted(
+                (copy.deepcopy(n) for n in self.store.items(NODE)),
+                key=lambda n: n["metadata"]["name"],
+            )
+
     def names(self) -> list[str]:
         with self.store.lock:
             return sorted(t["metadata"]["name"] for t in self.store.items(TRAINJOB, self.namespace))
