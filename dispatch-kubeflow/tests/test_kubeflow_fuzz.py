@@ -1,0 +1,240 @@
+"""Every Kubeflow parser on mutated captured answers: a value, ``unknown`` with the raw
+text, or the documented error; never an undocumented exception, a hang or a memory
+blow-up (S-4, S-36; issue 15 item 10).
+
+The seeds are the listings the backend read over HTTP from the emulated cluster in
+several states (running, a failed rank, a lost node, a JobSet restart, a Kueue queue);
+hypothesis replaces one value anywhere in them (text, numbers, wrong types), deletes a
+key, or puts a value of the wrong shape in its place. Time per input is bounded by
+hypothesis's ``deadline``, memory by a tracemalloc peak.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tracemalloc
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dispatch import BadInput, CauseKind, JobSpec, Phase, Resources
+from dispatch_kubeflow import tags
+from dispatch_kubeflow.backend import KubeflowBackend
+from dispatch_kubeflow.classify import read
+from dispatch_kubeflow.config import KubeflowConfig
+from dispatch_kubeflow.evidence import group, parse_time, recorded_executions
+from dispatch_kubeflow.kube import server_message
+from dispatch_kubeflow.logs import select
+from dispatch_kubeflow_testing.emulator import Emulator
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kubernetes.client.exceptions import ApiException
+
+MAX_BYTES = 32 * 1024 * 1024
+FUZZ = settings(
+    max_examples=300,
+    deadline=timedelta(seconds=2),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+KINDS = ("trainjobs", "jobsets", "jobs", "pods", "nodes", "workloads")
+JOB = "job-f"
+
+#: values that broke parsers before (issue 15 item 10) and their relatives
+NASTY = st.sampled_from(
+    [
+        "garbage", "2026-05-01T10:00:00", "2026-13-45T99:99:99Z", "-1", "²", "１", "",
+        "9" * 5000, -1, 2**31 - 1, 2**63, 1.5, True, None, [], {}, [None], {"x": None},
+        "True", "\x00", "0" * 30, "1e9",
+    ]
+)  # fmt: skip
+VALUE = st.one_of(NASTY, st.text(max_size=30), st.integers(), st.booleans())
+
+
+def _capture(emulator: Emulator, backend: KubeflowBackend) -> dict[str, list[Any]]:
+    kube = backend.kube
+    selector = f"{tags.MANAGED}=true"
+    return {
+        "trainjobs": kube.list_trainjobs(selector),
+        "jobsets": kube.list_jobsets(selector),
+        "jobs": kube.list_jobs(selector),
+        "pods": kube.list_pods(selector),
+        "nodes": kube.list_nodes(),
+        "workloads": [],
+    }
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, list[Any]]]:
+    """The answers of a real client over HTTP, in five states of the cluster."""
+    emu = Emulator().start()
+    kubeconfig: Path = emu.write_kubeconfig(tmp_path_factory.mktemp("fuzz") / "kubeconfig")
+    emu.add_runtime("restarting", failure_policy={"maxRestarts": 3, "rules": []})
+    backend = KubeflowBackend(KubeflowConfig(kubeconfig=str(kubeconfig), retries=0))
+    restarting = KubeflowBackend(
+        KubeflowConfig(kubeconfig=str(kubeconfig), retries=0, runtime="restarting")
+    )
+    spec = JobSpec(name="fuzz", command=("torchrun", "t.py"), resources=Resources(nodes=2))
+    captured = []
+    try:
+        name = tags.split_object_id(backend.dispatch_submit(JOB, 1, spec, False))[1]
+        emu.reconcile()
+        captured.append(_capture(emu, backend))
+        emu.exit(name, 3, pod=1)
+        captured.append(_capture(emu, backend))
+        name2 = tags.split_object_id(backend.dispatch_submit(JOB, 2, spec, False))[1]
+        emu.reconcile()
+        emu.lose_node(name2, pod=0)
+        captured.append(_capture(emu, backend))
+        name3 = tags.split_object_id(restarting.dispatch_submit(JOB, 3, spec, False))[1]
+        emu.reconcile()
+        emu.preempt(name3, pod=1)
+        restarting.dispatch_discover([JOB])
+        emu.reconcile()
+        captured.append(_capture(emu, backend))
+        backend.dispatch_submit(JOB, 4, spec, True)
+        captured.append(_capture(emu, backend))
+    finally:
+        emu.stop()
+    return captured
+
+
+def _paths(obj: Any, here: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield here
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _paths(value, (*here, key))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            yield from _paths(value, (*here, i))
+
+
+def _mutate(answer: dict[str, list[Any]], data: st.DataObject) -> dict[str, list[Any]]:
+    answer = copy.deepcopy(answer)
+    paths = [p for p in _paths(answer) if len(p) >= 2]
+    path = data.draw(st.sampled_from(paths))
+    parent: Any = answer
+    for step in path[:-1]:
+        parent = parent[step]
+    how = data.draw(st.sampled_from(["value", "delete", "shape"]))
+    if how == "delete" and isinstance(parent, dict):
+        del parent[path[-1]]
+    elif how == "shape":
+        parent[path[-1]] = data.draw(st.sampled_from([None, [], {}, "", 0, [{}], {"a": []}]))
+    else:
+        parent[path[-1]] = data.draw(VALUE)
+    return answer
+
+
+def _bounded(call: Callable[[], object]) -> object:
+    """One parse: only the documented error may escape; memory stays bounded."""
+    tracemalloc.start()
+    try:
+        return call()
+    except BadInput:
+        return None
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert peak < MAX_BYTES, f"{peak} bytes for one input"
+
+
+def _classify_all(answer: dict[str, list[Any]]) -> list[Any]:
+    lists = [[o for o in answer[k] if isinstance(o, dict)] if isinstance(answer[k], list) else []
+             for k in KINDS]  # fmt: skip
+    out = []
+    for ev in group(*lists, {JOB}):
+        view, keep = read(ev)
+        assert view.job_id == JOB and view.submission >= 1
+        assert all(isinstance(v, str) for v in keep.values())
+        out.append(view)
+    return out
+
+
+@FUZZ
+@given(data=st.data())
+def test_discovery_of_mutated_answers_never_raises_S4(
+    seeds: list[dict[str, list[Any]]], data: st.DataObject
+) -> None:
+    """S-4, S-36: whatever a listing holds, classification gives an ObjectView (unknown
+    with the raw words where it cannot read them), within bounded time and memory."""
+    answer = _mutate(data.draw(st.sampled_from(seeds)), data)
+    _bounded(lambda: _classify_all(answer))
+
+
+@FUZZ
+@given(data=st.data())
+def test_log_selection_of_mutated_pods_is_a_list_or_bad_input_S36(
+    seeds: list[dict[str, list[Any]]], data: st.DataObject
+) -> None:
+    answer = _mutate(data.draw(st.sampled_from(seeds)), data)
+    pods = (
+        [p for p in answer["pods"] if isinstance(p, dict)]
+        if isinstance(answer["pods"], list)
+        else []
+    )
+    node = data.draw(st.one_of(st.none(), st.text(max_size=10)))
+    rank = data.draw(st.one_of(st.none(), st.integers(-5, 2**40)))
+    _bounded(lambda: select(pods, node, rank))
+
+
+@FUZZ
+@given(key=st.one_of(st.integers(-5, 2**40).map(str), st.text(max_size=12)), raw=VALUE)
+def test_recorded_attempt_annotations_are_read_or_skipped_S40(key: str, raw: object) -> None:
+    tj = {"metadata": {"annotations": {f"{tags.ATTEMPT_PREFIX}{key}": raw}}}
+    found = _bounded(lambda: recorded_executions(tj))
+    assert found == {}
+
+
+@FUZZ
+@given(value=VALUE)
+def test_times_are_a_zoned_time_or_none_S36(value: object) -> None:
+    parsed = _bounded(lambda: parse_time(value))
+    assert parsed is None or parsed.tzinfo is not None  # type: ignore[attr-defined]
+
+
+@FUZZ
+@given(body=st.one_of(st.text(max_size=50), VALUE.map(json.dumps)), status=st.integers(0, 999))
+def test_api_error_bodies_give_words_S36(body: str, status: int) -> None:
+    exc = ApiException(status=status, reason="Reason")
+    exc.body = body
+    assert isinstance(_bounded(lambda: server_message(exc)), str)
+
+
+# -- the inputs issue 15 named, pinned ---------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["garbage", "2026-05-01T10:00:00", "2026-05-01 10:00"])
+def test_a_time_that_is_garbage_or_has_no_zone_is_no_time_S36(value: str) -> None:
+    assert parse_time(value) is None
+
+
+def test_a_submission_label_of_minus_one_is_not_dispatchs_object_S36(
+    seeds: list[dict[str, list[Any]]],
+) -> None:
+    answer = copy.deepcopy(seeds[0])
+    for kind in ("trainjobs", "jobsets", "jobs", "pods"):
+        for obj in answer[kind]:
+            obj["metadata"]["labels"][tags.SUBMISSION] = "-1"
+    assert _classify_all(answer) == []
+
+
+@pytest.mark.parametrize("restarts", [-1, 2**31 - 1])
+def test_a_restart_count_of_minus_one_or_int32_max_is_unknown_at_once_S4(
+    seeds: list[dict[str, list[Any]]], restarts: int
+) -> None:
+    answer = copy.deepcopy(seeds[0])
+    answer["jobsets"][0]["status"]["restarts"] = restarts
+    (view,) = _bounded(lambda: _classify_all(answer))  # type: ignore[misc]
+    assert view.phase is Phase.RUNNING and view.cause.kind is CauseKind.UNKNOWN
+    assert str(restarts) in view.cause.detail and len(view.executions) == 1
+
+
+def test_a_node_without_a_name_is_ignored_S36(seeds: list[dict[str, list[Any]]]) -> None:
+    answer = copy.deepcopy(seeds[2])
+    for node in answer["nodes"]:
+        del node["metadata"]["name"]
+    views = _classify_all(answer)
+    assert {v.submission for v in views} == {1, 2}
