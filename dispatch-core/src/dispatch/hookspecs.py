@@ -147,6 +147,9 @@ def dispatch_render(  # type: ignore[empty-body]
     ``dispatch submit --dry-run`` prints it: the sbatch script and argv, the TrainJob
     manifest as YAML, the local runner's argv and environment. Must not contact the
     scheduler.
+
+    :param spec: the spec as :func:`dispatch_submit` would get it (``native_actions`` set).
+    :return: the text; a backend without this hook makes ``--dry-run`` print the spec only.
     """
 
 
@@ -162,8 +165,9 @@ def dispatch_logs(  # type: ignore[empty-body]
 ) -> Iterable[bytes]:
     """What one submission printed, every execution of it in order, in chunks (S-46).
 
-    Implemented by a backend that declares the ``logs`` capability.
+    Implemented by a backend that declares the ``logs`` capability (and only by one).
 
+    :param object_id: the submission's scheduler object (from the record or a discovery).
     :param stream: ``"stdout"`` or ``"stderr"``.
     :param node: only what tasks on this node printed (None: all nodes, in node order).
     :param rank: only what this rank printed (None: every rank).
