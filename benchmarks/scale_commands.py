@@ -1,0 +1,147 @@
+"""Per-job commands on a big record against the same command on a one-job record (issue 14).
+
+Target: `status`, `history`, `cancel`, `resubmit`, `give-up` of one job on a record of
+100,000 jobs within 1.2x of the same command on a record that holds only that job.
+
+The jobs are real: one job is run for real by the CLI on the local backend under a hold
+policy (it exits 1 and is held), and its events are copied under fresh job ids, so every
+job of the big record is a held job a person could resolve. Each command runs as a
+subprocess, as a person runs it; every resolving command gets a job of its own.
+
+Run: .venv/bin/python benchmarks/scale_commands.py [--jobs 100000] [--runs 7]
+     [--store sqlite|postgres]
+Figures are printed (medians, min-max), never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from dispatch.events import Event
+from dispatch.store import open_store
+from dispatch.store.base import Batch
+
+DISPATCH = str(Path(sys.executable).with_name("dispatch"))
+COMMANDS = ("status", "history", "cancel", "resubmit", "give-up")
+RESOLVING = {"cancel", "resubmit", "give-up"}
+HOLD_ME = ("--", "sh", "-c", "exit 1")
+
+
+def _env(store_url: str, state: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(state),
+        "XDG_STATE_HOME": str(state / "state"),
+        "XDG_CONFIG_HOME": str(state / "config"),
+        "DISPATCH_STORE": store_url,
+    }
+
+
+def _held_template(store_url: str, state: Path) -> str:
+    policy = state / "hold.toml"
+    policy.write_text('[[rule]]\non = ["non-zero-exit"]\naction = "hold"\n')
+    out = subprocess.run(
+        [DISPATCH, "submit", "--policy", str(policy), "--wait", "--interval", "0.2", *HOLD_ME],
+        env=_env(store_url, state),
+        capture_output=True,
+        text=True,
+        check=False,  # --wait exits non-zero for a held job, which is what we want here
+    )
+    if "held" not in out.stdout:
+        raise SystemExit(f"the template job was not held:\n{out.stdout}\n{out.stderr}")
+    return out.stdout.split()[0]
+
+
+def _clone(store_url: str, events: list[Event], count: int, prefix: str) -> list[str]:
+    store = open_store(store_url)
+    ids, batch = [], []
+    for n in range(count):
+        job_id = f"{prefix}{n:07d}"
+        ids.append(job_id)
+        batch.append(Batch(job_id, 0, [e.model_copy(update={"job_id": job_id}) for e in events]))
+        if len(batch) == 2000:
+            store.append_many(batch)
+            batch = []
+    if batch:
+        store.append_many(batch)
+    store.close()
+    return ids
+
+
+def _time(args: list[str], env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(args, env=env, capture_output=True, check=False)
+    return (time.perf_counter() - t) * 1000
+
+
+def _measure(store_url: str, state: Path, jobs: list[str], runs: int) -> dict[str, list[float]]:
+    env = _env(store_url, state)
+    spare = iter(jobs[1:])
+    figures: dict[str, list[float]] = {}
+    for command in COMMANDS:
+        subprocess.run([DISPATCH, "status", jobs[0]], env=env, capture_output=True)  # warm
+        times = []
+        for _ in range(runs):
+            job = next(spare) if command in RESOLVING else jobs[0]
+            times.append(_time([DISPATCH, command, job], env))
+        figures[command] = times
+    return figures
+
+
+def _store_url(kind: str, where: Path) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{where}/record.db"
+    base = os.environ.get(
+        "DISPATCH_TEST_POSTGRES", "postgresql://dispatch:dispatch@127.0.0.1:5432/dispatch_test"
+    )
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}options=-csearch_path%3D{schema}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="dispatch-scale-"))
+    small_dir, big_dir = root / "small", root / "big"
+    for d in (small_dir, big_dir):
+        d.mkdir(mode=0o700)
+    small, big = _store_url(args.store, small_dir), _store_url(args.store, big_dir)
+    template = _held_template(small, small_dir)
+    events = open_store(small).read(template)
+    per_job = len(events)
+    small_jobs = [template, *_clone(small, events, 3 * args.runs, "s")]
+    t = time.perf_counter()
+    big_jobs = _clone(big, events, args.jobs, "b")
+    print(
+        f"{args.store}: {args.jobs} held jobs x {per_job} events built in "
+        f"{time.perf_counter() - t:.1f} s; one-job record: the same job "
+        f"(+{3 * args.runs} spares to resolve)"
+    )
+    small_fig = _measure(small, small_dir, small_jobs, args.runs)
+    big_fig = _measure(big, big_dir, big_jobs, args.runs)
+    print(
+        f"{'command':<10} {'1-job record ms':>22} {f'{args.jobs}-job record ms':>24} {'ratio':>6}"
+    )
+    for command in COMMANDS:
+        a, b = small_fig[command], big_fig[command]
+        ma, mb = statistics.median(a), statistics.median(b)
+        print(
+            f"{command:<10} {ma:8.0f} ({min(a):.0f}-{max(a):.0f}){'':>6} "
+            f"{mb:8.0f} ({min(b):.0f}-{max(b):.0f}){'':>6} {mb / ma:6.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
