@@ -167,3 +167,119 @@ def test_going_away_refuses_connections_and_coming_back_keeps_the_objects(
     assert custom.get_namespaced_custom_object(G, V, "default", "trainjobs", "t1")["metadata"][
         "uid"
     ]
+
+
+# -- what the torch runtime, the scheduler and the kubelet do for multi-node jobs ------
+
+
+def test_the_torch_plugin_gives_each_node_pod_the_pet_variables(
+    api: client.ApiClient, emulator: Emulator
+) -> None:
+    """As Trainer 2.2's torch.go: PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK from the
+    completion index (downward API), PET_MASTER_ADDR node 0's headless name, port 29500."""
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        G, V, "default", "trainjobs", trainjob("t1", trainer={"numNodes": 2, "numProcPerNode": 3})
+    )
+    emulator.reconcile()
+    pods = emulator.pods("t1")
+    assert len(pods) == 2
+    env = {e["name"]: e for e in pods[0]["spec"]["containers"][0]["env"]}
+    assert env["PET_NNODES"]["value"] == "2" and env["PET_NPROC_PER_NODE"]["value"] == "3"
+    assert env["PET_MASTER_ADDR"]["value"] == "t1-node-0-0.t1"
+    assert env["PET_MASTER_PORT"]["value"] == "29500"
+    assert "job-completion-index" in env["PET_NODE_RANK"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert {p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] for p in pods} == {
+        "0",
+        "1",
+    }
+
+
+def test_the_webhook_refuses_reserved_torch_variables(api: client.ApiClient) -> None:
+    body = trainjob("t1", trainer={"numNodes": 1, "env": [{"name": "PET_NNODES", "value": "4"}]})
+    with pytest.raises(ApiException) as err:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            G, V, "default", "trainjobs", body
+        )
+    assert err.value.status == 422
+    assert "must not have reserved envs" in json.loads(err.value.body)["message"]
+
+
+def test_required_node_affinity_keeps_pods_off_nodes(
+    api: client.ApiClient, emulator: Emulator
+) -> None:
+    avoid = [n["metadata"]["name"] for n in emulator.nodes()][:3]
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": avoid}
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    patch = {
+        "manager": "test",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {"spec": {"template": {"spec": {"affinity": affinity}}}},
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        G, V, "default", "trainjobs", trainjob("t1", runtimePatches=[patch])
+    )
+    emulator.reconcile()
+    assert {p["spec"]["nodeName"] for p in emulator.pods("t1")}.isdisjoint(avoid)
+
+
+def test_pod_logs_are_served_as_text_with_the_previous_run(
+    api: client.ApiClient, emulator: Emulator
+) -> None:
+    """``read_namespaced_pod_log``: the current run, ``previous=True`` the one before the
+    container's last restart, 400 when there is none."""
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        G, V, "default", "trainjobs", trainjob("t1")
+    )
+    emulator.reconcile()
+    pod = emulator.pods("t1")[0]["metadata"]["name"]
+    core = client.CoreV1Api(api)
+    emulator.print_log("t1", "first run\n", pod=0)
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_pod_log(pod, "default", container="node", previous=True)
+    assert err.value.status == 400
+    emulator.oom("t1", pod=0, restart_policy="OnFailure")
+    emulator.print_log("t1", "second run\n", pod=0)
+    assert core.read_namespaced_pod_log(pod, "default", container="node") == "second run\n"
+    previous = core.read_namespaced_pod_log(pod, "default", container="node", previous=True)
+    assert previous == "first run\n"
+    assert core.read_namespaced_pod_log(pod, "default", container="node", tail_lines=0) == ""
+
+
+def test_harmless_commands_run_for_real_and_print_to_the_log(
+    api: client.ApiClient, emulator: Emulator
+) -> None:
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        G,
+        V,
+        "default",
+        "trainjobs",
+        trainjob("t1", trainer={"numNodes": 2, "command": ["echo", "hello from the node"]}),
+    )
+    emulator.reconcile()
+    emulator.reconcile()
+    core = client.CoreV1Api(api)
+    for pod in emulator.pods("t1"):
+        assert pod["status"]["phase"] == "Succeeded"
+        log = core.read_namespaced_pod_log(pod["metadata"]["name"], "default", container="node")
+        assert log == "hello from the node\n"

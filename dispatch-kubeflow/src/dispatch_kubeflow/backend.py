@@ -163,7 +163,7 @@ class KubeflowBackend:
         YAML through PyYAML, a dependency of the ``kubernetes`` client already installed
         with this backend (declared here too since it is imported); ``safe_dump`` of a
         JSON-shaped dict, keys in the order they are built."""
-        import yaml
+        import yaml  # type: ignore[import-untyped]
 
         try:
             body = build_trainjob(

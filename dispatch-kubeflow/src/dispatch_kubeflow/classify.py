@@ -44,7 +44,7 @@ from dispatch_kubeflow.evidence import (
     MAX_ATTEMPTS,
     Evidence,
     Obj,
-    annotations,
+    annotations_of,
     cond,
     labels,
     make_cause,
@@ -116,7 +116,8 @@ class Facts:
         return [c for p in self.live if (c := pod_pending_cause(p)) is not None]
 
     def reason(self, fact: str) -> str:
-        c = REASON_OF.get(fact, lambda f: None)(self)
+        of = REASON_OF.get(fact)
+        c = of(self) if of is not None else None
         return text(c.get("reason")) if c is not None else ""
 
 
@@ -137,7 +138,7 @@ FACTS: Mapping[str, tuple[str, Callable[[Facts], bool]]] = {
     "live-pods": ("a pod has not ended (phase not Succeeded/Failed)", lambda f: bool(f.live)),
     "stop-recorded": (
         f"the TrainJob carries the `{tags.STOP}` annotation dispatch's stop wrote",
-        lambda f: bool(annotations(f.ev.trainjob).get(tags.STOP)),
+        lambda f: bool(annotations_of(f.ev.trainjob).get(tags.STOP)),
     ),
     "complete": ("TrainJob `Complete=True`", lambda f: true(f.ev.trainjob, "Complete") is not None),
     "failed": ("TrainJob `Failed=True`", lambda f: true(f.ev.trainjob, "Failed") is not None),
@@ -153,7 +154,7 @@ FACTS: Mapping[str, tuple[str, Callable[[Facts], bool]]] = {
     ),
     "gate-closed": (
         f"annotation `{tags.GATE}=closed` (dispatch's gate, S-37)",
-        lambda f: annotations(f.ev.trainjob).get(tags.GATE) == "closed",
+        lambda f: annotations_of(f.ev.trainjob).get(tags.GATE) == "closed",
     ),
     "evicted": ("the Kueue Workload has `Evicted=True`", lambda f: _evicted(f) is not None),
     "workload": ("a Kueue Workload belongs to it", lambda f: f.ev.workload is not None),
@@ -223,7 +224,7 @@ def _stop(f: Facts) -> Cause:
     """The stop dispatch recorded on the object before deleting it: the object was
     cancelled by an actor (dispatch, on behalf of whoever asked), whatever the reason the
     stop gave (a cancel, the node-loss fence, a duplicate); the reason stays in ``detail``."""
-    raw = annotations(f.ev.trainjob).get(tags.STOP)
+    raw = annotations_of(f.ev.trainjob).get(tags.STOP)
     when = f.tj_meta.get("deletionTimestamp")
     try:
         stop = Cause.model_validate(json.loads(text(raw)))
@@ -537,7 +538,7 @@ def to_keep(f: Facts, view: ObjectView) -> dict[str, str]:
     if f.attempt is None or not _failed_attempt(f):
         return {}
     key = f"{tags.ATTEMPT_PREFIX}{f.attempt}"
-    if key in annotations(ev.trainjob):
+    if key in annotations_of(ev.trainjob):
         return {}
     return {key: _execution(f.attempt, ev, *f.ending).model_dump_json()}
 

@@ -55,7 +55,7 @@ def labels(obj: Obj | None) -> Obj:
     return mapping(meta(obj).get("labels"))
 
 
-def annotations(obj: Obj | None) -> Obj:
+def annotations_of(obj: Obj | None) -> Obj:
     return mapping(meta(obj).get("annotations"))
 
 
@@ -136,7 +136,7 @@ def node_of(pod: Obj) -> str:
 
 def rank_of(pod: Obj) -> int | None:
     """The pod's node rank: its Indexed Job completion index (label, else annotation)."""
-    raw = labels(pod).get(COMPLETION_INDEX, annotations(pod).get(COMPLETION_INDEX))
+    raw = labels(pod).get(COMPLETION_INDEX, annotations_of(pod).get(COMPLETION_INDEX))
     return small_int(raw, 0, 1 << 20)
 
 
@@ -196,7 +196,7 @@ def recorded_executions(tj: Obj | None) -> dict[int, Execution]:
     TrainJob before the restart deleted their pods (annotation ``dispatch.dev/attempt-N``).
     An unreadable one is skipped: the attempt is then reported as never seen."""
     found: dict[int, Execution] = {}
-    for key, raw in annotations(tj).items():
+    for key, raw in annotations_of(tj).items():
         if not isinstance(key, str) or not key.startswith(tags.ATTEMPT_PREFIX):
             continue
         index = small_int(key[len(tags.ATTEMPT_PREFIX) :])
@@ -233,7 +233,7 @@ def group(
 
     def ident(obj: Obj) -> tuple[str, int] | None:
         job_label = labels(obj).get(tags.JOB)
-        job_id = annotations(obj).get(tags.JOB_ID) or by_label.get(text(job_label))
+        job_id = annotations_of(obj).get(tags.JOB_ID) or by_label.get(text(job_label))
         if not isinstance(job_id, str) or job_id not in wanted:
             return None
         if tags.job_label(job_id) != job_label:

@@ -106,7 +106,8 @@ def admit_trainjob(
             "should be greater than or equal to 0",
         )
     env = (spec.get("trainer") or {}).get("env") or []
-    reserved = sorted({e.get("name") for e in env if isinstance(e, dict)} & set(TORCH_RESERVED))
+    names = {str(e.get("name")) for e in env if isinstance(e, dict)}
+    reserved = sorted(names & set(TORCH_RESERVED))
     if reserved:
         raise ApiError(
             422,

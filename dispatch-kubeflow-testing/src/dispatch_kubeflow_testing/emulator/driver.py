@@ -232,7 +232,7 @@ class Emulator:
         with self.store.lock:
             self._faults.extend([(resource, ApiError(code, reason, message))] * times)
 
-    def _handle(self, request: Request, where: Route) -> tuple[int, Obj]:
+    def _handle(self, request: Request, where: Route) -> tuple[int, Obj | bytes]:
         res, ns, name = where.res, where.namespace or "", where.name
         with self.store.lock:
             for index, (resource, fault) in enumerate(self._faults):
