@@ -7,7 +7,9 @@ other reader compute a job's Status the same way (S-24, S-40).
 
 from __future__ import annotations
 
+import os
 import secrets
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from dispatch.backends import Registry
@@ -88,14 +90,21 @@ def create_job(
     now: datetime | None = None,
     actor: str | None = None,
     supersedes: str | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> str:
-    """Record a new job; the supervisor submits it on its next tick. Returns the job id."""
+    """Record a new job; the supervisor submits it on its next tick. Returns the job id.
+
+    :param environment: the submitter's environment (default: this process's), kept by a
+        backend that runs jobs in it (the local backend, :mod:`dispatch.local.environment`),
+        never recorded: it may hold secrets.
+    """
 
     plan = bind_plan(registry, backend, policy)
     check_spec(registry, backend, spec)
     native = frozenset(b.rule.action for b in plan.bindings if b.enforcer is Enforcer.BACKEND)
     spec = spec.model_copy(update={"native_actions": native})
     job_id = job_id or new_job_id()
+    _keep_environment(registry, backend, job_id, environment)
     created = JobCreated(
         job_id=job_id,
         seq=1,
@@ -109,6 +118,14 @@ def create_job(
     )
     store.append(job_id, 0, [created])
     return job_id
+
+
+def _keep_environment(
+    registry: Registry, backend: str, job_id: str, environment: Mapping[str, str] | None
+) -> None:
+    keep = getattr(registry.get(backend).plugin, "keep_environment", None)
+    if callable(keep):
+        keep(job_id, dict(os.environ if environment is None else environment))
 
 
 def load_job(store: RecordStore, job_id: str) -> Job:

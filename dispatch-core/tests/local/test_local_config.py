@@ -43,7 +43,7 @@ def test_loads_from_its_entry_point_and_declares_what_it_can_report_S30(
         CauseKind.OUT_OF_MEMORY,
         CauseKind.NO_CAPACITY,
     }
-    assert declared.capabilities == {Capability.GATING, Capability.TIME_LIMIT}
+    assert declared.capabilities == {Capability.GATING, Capability.TIME_LIMIT, Capability.LOGS}
     assert declared.native_actions == frozenset()
     assert declared.max_discovery_batch is None
     assert declared.options == {}

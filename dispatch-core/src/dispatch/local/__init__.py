@@ -18,6 +18,7 @@ State directory (``DISPATCH_LOCAL_DIR``, default ``$XDG_STATE_HOME/dispatch/loca
         end.json                how it ended: cause, exit code, times
         stdout, stderr          the command's output; runner.log the runner's own
     jobs/<job key>/<object id>  the index discovery reads: content is the submission
+    environments/<job key>.json the submitter's environment, kept at submit (0600)
 
 Decisions, where the SPEC and the issue leave room:
 
@@ -61,10 +62,15 @@ Decisions, where the SPEC and the issue leave room:
   none left it is ended ``unknown``. A state directory shared between hosts (NFS)
   works: processes of another host are not checked from here, and their runner sees stop
   and gate files there.
-- The command runs in the submitter's environment plus ``spec.env`` (as ``sbatch``'s
-  default), with ``DISPATCH_JOB_ID``, ``DISPATCH_SUBMISSION`` and ``DISPATCH_OBJECT_ID``
-  set; in ``spec.workdir`` (relative to the submitting directory) or the submitting
-  directory. A script that starts with ``#!`` is executed as is, any other with /bin/sh.
+- The command runs in the submitter's environment (kept at submit in
+  ``environments/<job key>.json``, 0600), never with dispatch's own ``DISPATCH_*``
+  configuration, plus ``spec.env``, plus what dispatch sets: ``DISPATCH_JOB_ID``,
+  ``DISPATCH_SUBMISSION``, ``DISPATCH_EXECUTION``, ``DISPATCH_RESUMED``,
+  ``DISPATCH_OBJECT_ID`` and the one-node torch.distributed contract (``MASTER_ADDR``,
+  ``MASTER_PORT`` per job, ``WORLD_SIZE``... and torchrun's ``PET_*``): see
+  :mod:`dispatch.local.environment` (S-44). It runs in ``spec.workdir`` (relative to the
+  submitting directory) or the submitting directory. A script that starts with ``#!`` is
+  executed as is, any other with /bin/sh.
 - Resources: more than one node, more than one task per node, or GPUs are refused at
   submit (``SubmitRefused``): this backend does not provide them. ``cpus_per_task`` and
   ``memory_mb`` are accepted and not enforced, so an out-of-memory kill shows as

@@ -10,11 +10,12 @@ Configuration comes from the environment, read once when the backend is loaded:
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from dispatch.declarations import Declarations
 from dispatch.discovery import Discovery, ObjectView
 from dispatch.enums import Capability, CauseKind, Provenance
 from dispatch.errors import BadInput, DecodeError, SubmitRefused, Unreachable
-from dispatch.local import survivors
+from dispatch.local import environment, survivors
 from dispatch.local.layout import (
     OBJECT_ID,
     ObjectDir,
@@ -31,6 +32,7 @@ from dispatch.local.layout import (
     create_once,
     new_object_id,
     present,
+    private_mkdir,
     write_atomic,
 )
 from dispatch.local.observe import STARTUP_WINDOW, observe, vanished
@@ -118,6 +120,11 @@ def _refusal(spec: JobSpec) -> str | None:
             "the local backend starts one process; "
             f"resources.tasks_per_node={resources.tasks_per_node} asks for more "
             "(start the ranks from the command, e.g. torchrun --nproc-per-node)"
+        )
+    if spec.exclude_nodes:
+        return (
+            "the local backend runs on this host only; it cannot keep off the nodes "
+            f"{', '.join(sorted(spec.exclude_nodes))}"
         )
     if resources.gpus_per_node:
         return (
@@ -252,15 +259,22 @@ class LocalBackend:
 
     def _draft(self, meta: ObjectMeta) -> ObjectDir:
         """Write the object's files under a temporary name."""
-        self.state.objects.mkdir(parents=True, exist_ok=True)
+        self._prepare()
         draft = ObjectDir(self.state.objects / f".draft-{meta.object_id}")
-        draft.path.mkdir()
+        private_mkdir(draft.path)
         write_atomic(draft.meta, meta.model_dump_json())
         script = meta.spec.script
         if script is not None:
-            draft.script.write_text(script, encoding="utf-8")
-            draft.script.chmod(0o755 if script.startswith("#!") else 0o644)
+            write_atomic(draft.script, script)  # 0600, the user's alone (S-51)
+            draft.script.chmod(0o700 if script.startswith("#!") else 0o600)
         return draft
+
+    def _prepare(self) -> None:
+        """Create the state directory safely (S-51); one replaced by a file is unreachable
+        (S-5: an OSError the hooks report as ``Unreachable``), not bad input."""
+        if os.path.lexists(self.state.root) and not os.path.isdir(self.state.root):
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(self.state.root))
+        self.state.prepare()
 
     def _move_in(self, draft: ObjectDir) -> ObjectDir:
         """Move the drafted object into place whole."""
@@ -271,8 +285,18 @@ class LocalBackend:
     def _publish(self, meta: ObjectMeta) -> None:
         """Index the object under its job: from now on discovery finds it (S-34)."""
         index = self.state.job_index(meta.job_id)
-        index.mkdir(parents=True, exist_ok=True)
+        private_mkdir(index)
         write_atomic(index / meta.object_id, str(meta.submission))
+
+    def keep_environment(self, job_id: str, environ: Mapping[str, str]) -> None:
+        """Keep the submitter's environment for the job's every submission (called by
+        :func:`dispatch.jobs.create_job` in the submitting process; see
+        :mod:`dispatch.local.environment`)."""
+        try:
+            self._prepare()
+            environment.keep(self.state, job_id, environ)
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
 
     def _start_runner(self, obj: ObjectDir) -> None:
         """Start the object's runner in a session of its own, so it outlives this process.
@@ -282,7 +306,7 @@ class LocalBackend:
         The runner records itself in ``runner.json`` once it is ready.
         """
         argv = [sys.executable, "-m", "dispatch.local.runner", str(obj.path)]
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
         try:
             pid = os.posix_spawn(
                 sys.executable,
@@ -290,7 +314,7 @@ class LocalBackend:
                 os.environ,
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 1, str(obj.runner_log), flags, 0o644),
+                    (os.POSIX_SPAWN_OPEN, 1, str(obj.runner_log), flags, 0o600),
                     (os.POSIX_SPAWN_DUP2, 1, 2),
                 ],
                 setsid=True,

@@ -29,12 +29,12 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from dispatch.cause import Cause
 from dispatch.enums import CauseKind, Provenance
 from dispatch.errors import DecodeError
-from dispatch.local import keeper
+from dispatch.local import environment, keeper
 from dispatch.local.layout import ObjectDir, StateDir, create_once, write_atomic
 from dispatch.local.processes import (
     exit_cause,
@@ -88,6 +88,12 @@ def _signal_group(pgid: int, number: int) -> None:
 def _unblock_signals() -> None:
     """In the command, before exec: it must not inherit the runner's blocked signals."""
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+def _output(path: Path) -> BinaryIO:
+    """A command's output file: appended to, the user's alone (0600), never a symlink."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+    return os.fdopen(os.open(path, flags, 0o600), "ab")
 
 
 def _exited(pid: int) -> bool:
@@ -191,15 +197,9 @@ class Runner:
 
     def _launch(self) -> subprocess.Popen[bytes]:
         spec = self.meta.spec
-        env = {
-            **os.environ,
-            "DISPATCH_JOB_ID": self.meta.job_id,
-            "DISPATCH_SUBMISSION": str(self.meta.submission),
-            "DISPATCH_OBJECT_ID": self.meta.object_id,
-            **spec.env,
-        }
+        env = environment.for_job(StateDir(self.obj.path.parent.parent), self.meta)
         cwd = os.path.join(self.meta.cwd, spec.workdir) if spec.workdir else self.meta.cwd
-        with open(self.obj.stdout, "ab") as out, open(self.obj.stderr, "ab") as err:
+        with _output(self.obj.stdout) as out, _output(self.obj.stderr) as err:
             return subprocess.Popen(
                 self._argv(),
                 cwd=cwd,
