@@ -207,8 +207,10 @@ class Notifier:
                     store = self._store()
                 delay = self.deliver_pending(store)
             except Exception as exc:  # never let a sink or a store fault kill the thread
-                log.warning("notifications: %s: %s; retrying", type(exc).__name__, exc)
-                delay = self.backoff
+                delay = min((delay or self.backoff / 2) * 2, self.max_backoff)
+                log.warning(
+                    "notifications: %s: %s; retrying in %.0f s", type(exc).__name__, exc, delay
+                )
                 with contextlib.suppress(Exception):
                     if store is not None:
                         store.close()

@@ -50,7 +50,7 @@ def test_dry_run_json_and_script(sh: Shell) -> None:
 
 def test_validate_hook_refuses_before_anything_is_recorded(sh: Shell) -> None:
     for extra in (["--dry-run"], []):
-        out = sh.run("submit", *extra, "--nodes", "2", "--", "true")
+        out = sh.run("submit", *extra, "--tasks-per-node", "2", "--", "true")
         assert out.returncode == 2, out.stdout + out.stderr
-        assert "runs on this host only" in out.stderr
+        assert "the local backend starts one process" in out.stderr  # local's own words
     assert sh.recorded() == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import dispatch.errors
 import pytest
@@ -16,6 +17,7 @@ from dispatch.backends import Registry
 from dispatch.cli.common import Context
 from dispatch.cli.main import cli
 from dispatch.client import Client, Deferred, WaitTimeout
+from dispatch.store.sqlite import SQLiteStore
 
 #: docs/cli.md, "Exit codes": the documented code of each kind of error.
 DOCUMENTED = [
@@ -90,18 +92,33 @@ class Raising:
         return None
 
 
+class FaultyStore(SQLiteStore):
+    """A real SQLite record whose reads raise the exception it is given: the way to put
+    any error type in front of the CLI's boundary unchanged."""
+
+    error: BaseException | None = None
+
+    def read(self, job_id: str, after: int = 0) -> list[Any]:
+        if self.error is not None:
+            raise self.error
+        return super().read(job_id, after)
+
+
+def _invoke(tmp_path: Path, error: BaseException, *args: str, env: Any = None) -> Any:
+    store = FaultyStore(tmp_path / "record.db")
+    registry = Registry.from_plugins({"raising": Raising()})
+    job = Client(store, registry=registry).submit(["true"], backend="raising").job_id
+    store.error = error
+    context = Context(registry=registry, store=store)
+    return CliRunner(env=env).invoke(cli, ["status", job, *args], obj=context)
+
+
 @pytest.mark.parametrize("cls", _error_types(), ids=lambda c: c.__name__)
 @pytest.mark.parametrize("as_json", [False, True])
 def test_every_error_type_exits_with_its_code_and_a_message(
     tmp_path: Path, cls: type[BaseException], as_json: bool
 ) -> None:
-    plugin = Raising()
-    registry = Registry.from_plugins({"raising": plugin})
-    url = f"sqlite://{tmp_path / 'record.db'}"
-    job = Client(url, registry=registry).submit(["true"], backend="raising").job_id
-    plugin.error = _make(cls)
-    args = ["status", job] + (["--json"] if as_json else [])
-    result = CliRunner().invoke(cli, args, obj=Context(url, registry=registry))
+    result = _invoke(tmp_path, _make(cls), *(["--json"] if as_json else []))
     assert result.exit_code == _documented(cls), (result.output, result.exception)
     assert isinstance(result.exception, SystemExit)  # not an escaped exception
     assert "Traceback" not in result.stderr
@@ -110,18 +127,30 @@ def test_every_error_type_exits_with_its_code_and_a_message(
         assert f'"exit_code": {_documented(cls)}' in result.stdout
 
 
-def test_a_bug_names_itself_and_hides_the_traceback_unless_asked(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cls", _error_types(), ids=lambda c: c.__name__)
+def test_a_backend_error_passes_if_documented_else_names_backend_and_hook_S50(
+    tmp_path: Path, cls: type[BaseException]
+) -> None:
     plugin = Raising()
     registry = Registry.from_plugins({"raising": plugin})
     url = f"sqlite://{tmp_path / 'record.db'}"
     job = Client(url, registry=registry).submit(["true"], backend="raising").job_id
-    plugin.error = ZeroDivisionError("division by zero")
-    quiet = CliRunner().invoke(cli, ["status", job], obj=Context(url, registry=registry))
+    plugin.error = _make(cls)
+    result = CliRunner().invoke(cli, ["status", job], obj=Context(url, registry=registry))
+    if issubclass(cls, dispatch.errors.Unreachable):  # documented for discover
+        assert result.exit_code == 3
+    else:
+        assert result.exit_code == 7, result.stderr
+        assert "'raising'" in result.stderr and "dispatch_discover" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_bug_names_itself_and_hides_the_traceback_unless_asked(tmp_path: Path) -> None:
+    quiet = _invoke(tmp_path / "a", ZeroDivisionError("division by zero"))
+    assert quiet.exit_code == 70
     assert "internal error" in quiet.stderr and "ZeroDivisionError" in quiet.stderr
     assert "Traceback" not in quiet.stderr
-    loud = CliRunner(env={"DISPATCH_DEBUG": "1"}).invoke(
-        cli, ["status", job], obj=Context(url, registry=registry)
-    )
+    loud = _invoke(tmp_path / "b", ZeroDivisionError("x"), env={"DISPATCH_DEBUG": "1"})
     assert loud.exit_code == 70 and "Traceback" in loud.stderr
 
 

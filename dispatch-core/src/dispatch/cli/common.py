@@ -31,6 +31,7 @@ class Context:
     :param store_url: ``--store`` (None: from the configuration).
     :param profile: ``--profile`` (None: ``DISPATCH_PROFILE`` or ``default``).
     :param registry: the backends to use (None: the installed ones); tests pass their own.
+    :param store: an open record store to use instead of ``store_url``'s (tests, embedding).
     """
 
     def __init__(
@@ -38,10 +39,12 @@ class Context:
         store_url: str | None = None,
         profile: str | None = None,
         registry: Registry | None = None,
+        store: RecordStore | None = None,
     ) -> None:
         self.store_url = store_url
         self.profile = profile
         self._registry = registry
+        self._given_store = store
         self._config: Config | None = None
         self._client: Client | None = None
 
@@ -60,7 +63,7 @@ class Context:
 
             store = self.config.value("store")
             self._client = Client(
-                store,
+                self._given_store if self._given_store is not None else store,
                 registry=self._registry,
                 defaults=self.config,
                 notifier=self.config.notifier(store),

@@ -20,7 +20,7 @@ def config(c: Context, as_json: bool) -> None:
     cfg = c.config
 
     def shown(key: str, value: object) -> object:
-        return redact(value) if key == "store" and isinstance(value, str) else value
+        return redact(value) if isinstance(value, str) and "://" in value else value
 
     if as_json:
         emit_json(
