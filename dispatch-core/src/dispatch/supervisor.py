@@ -110,10 +110,17 @@ class Supervisor:
     def _refresh(self) -> None:
         # The feed misses nothing (the stores serialise appends), so only what is new is
         # read; a job whose append conflicts is re-read whole (see _append).
-        events, self._position = self.store.read_since(self._position)
+        # An undecodable row quarantines its job only (S-48): it is dropped, named in every
+        # tick's errors, and nothing is decided or appended for it; the others go on.
+        feed = self.store.read_feed(self._position, job_ids=self._only)
+        self._position = feed.position
+        for bad in feed.quarantined:
+            self._jobs.pop(bad.job_id, None)
+            self._broken[bad.job_id] = bad.message
         by_job: dict[str, list[Event]] = {}
-        for event in events:
-            by_job.setdefault(event.job_id, []).append(event)
+        for event in feed.events:
+            if event.job_id not in self._broken:
+                by_job.setdefault(event.job_id, []).append(event)
         for job_id, new in by_job.items():
             if self._only is not None and job_id not in self._only:
                 continue
