@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from dispatch.backends import Registry
 from dispatch.enums import Capability, Enforcer
-from dispatch.errors import BadInput
+from dispatch.errors import BadInput, RecordConflict
 from dispatch.events import Event, JobCreated
 from dispatch.folding import fold
 from dispatch.job import Job
@@ -23,7 +23,7 @@ from dispatch.projection import project
 from dispatch.requests import check_supersede, supersede
 from dispatch.spec import JobSpec
 from dispatch.status import Status
-from dispatch.store.base import RecordStore
+from dispatch.store.base import RecordStore, VersionConflict
 
 
 def utc_now() -> datetime:
@@ -149,6 +149,38 @@ def status_of(
         raise BadInput("without a record, say which backend to ask: --backend NAME")
     discovery = registry.get(name).discover([job_id])
     return project(job, discovery, now or discovery.at, job_id=job_id)
+
+
+#: How often a request is made again when the record moved under it (a supervisor's tick).
+REQUEST_ATTEMPTS = 20
+
+
+def request(
+    store: RecordStore,
+    job_id: str,
+    make: Callable[[Job], list[Event]],
+    *,
+    attempts: int = REQUEST_ATTEMPTS,
+) -> Job:
+    """Make a person's request (cancel, resubmit, give up) on the job as it is now, and
+    append it; when another writer (a supervisor) appended first, read the job again and
+    make the request again, instead of failing (issue 15.11). ``make`` refuses with
+    ``NotAllowed`` what the job's new state no longer allows (a hold resolved by someone
+    else: pass the hold to ``requests.resubmit``)."""
+    job = load_job(store, job_id)
+    for _ in range(attempts):
+        events = make(job)
+        if not events:
+            return job
+        try:
+            store.append(job.job_id, job.version, events)
+        except VersionConflict:
+            job = load_job(store, job_id)
+            continue
+        return fold(events, job)
+    raise RecordConflict(
+        f"job {job_id}: the record moved on {attempts} times while this request was made; try again"
+    )
 
 
 def append_request(store: RecordStore, job: Job, events: list[Event]) -> Job:

@@ -48,7 +48,20 @@ def cancel(job: Job, *, actor: str, now: datetime, detail: str = "") -> list[Eve
     return [CancelRequested(job_id=job.job_id, seq=_next(job), at=now, actor=actor, cause=cause)]
 
 
-def _require_hold(job: Job, verb: str) -> None:
+def current_hold(job: Job) -> int | None:
+    """The sequence number of the hold-placed event of the job's current hold: what a
+    resubmit or give-up names as the hold it resolves (issue 15.11)."""
+    if job.hold is None:
+        return None
+    placed = [t.seq for t in job.history if t.event == "hold-placed"]
+    return placed[-1] if placed else None
+
+
+def _require_hold(job: Job, verb: str, hold: int | None = None) -> None:
+    """Refuse unless the job is held, and (``hold`` given) held by that very hold: a
+    request made against a hold someone else resolved meanwhile resolves nothing else."""
+    if hold is not None and current_hold(job) != hold:
+        raise HoldResolvedMeanwhile(job, hold, verb)
     _refuse_terminal(job)
     if job.hold is None:
         raise NotAllowed(
@@ -57,9 +70,35 @@ def _require_hold(job: Job, verb: str) -> None:
         )
 
 
-def resubmit(job: Job, *, actor: str, now: datetime) -> list[Event]:
-    """Release a recovery hold with a new submission (spends no budget: a person chose it)."""
-    _require_hold(job, "resubmit")
+class HoldResolvedMeanwhile(NotAllowed):
+    """The hold a request named was resolved by another request first (two people, or
+    two terminals, resubmitting at once): this one does nothing (issue 15.11)."""
+
+    def __init__(self, job: Job, hold: int, verb: str) -> None:
+        later = [t for t in job.history if t.seq > hold and t.event == "hold-resolved"]
+        if later:
+            first = later[0]
+            how = (
+                f"already resolved ({first.note or 'resolved'}) by {first.actor or 'someone'} "
+                f"at seq {first.seq}"
+            )
+        else:
+            how = "no longer the job's hold"
+        now = current_hold(job)
+        then = f"; the job is held again by the hold placed at seq {now}" if now else ""
+        super().__init__(
+            f"job {job.job_id}: the hold placed at seq {hold} that this {verb} was for is "
+            f"{how}{then}; nothing was done. See `dispatch status {job.job_id}`."
+        )
+
+
+def resubmit(job: Job, *, actor: str, now: datetime, hold: int | None = None) -> list[Event]:
+    """Release a recovery hold with a new submission (spends no budget: a person chose it).
+
+    :param hold: the hold this request resolves (:func:`current_hold` when the person
+        looked); another hold, or none, refuses it.
+    """
+    _require_hold(job, "resubmit", hold)
     return [
         HoldResolved(
             job_id=job.job_id, seq=_next(job), at=now, actor=actor, resolution=Resolution.RESUBMIT
@@ -67,9 +106,9 @@ def resubmit(job: Job, *, actor: str, now: datetime) -> list[Event]:
     ]
 
 
-def give_up(job: Job, *, actor: str, now: datetime) -> list[Event]:
+def give_up(job: Job, *, actor: str, now: datetime, hold: int | None = None) -> list[Event]:
     """End a held job as failed, with the cause that ended its execution (S-14)."""
-    _require_hold(job, "give up")
+    _require_hold(job, "give up", hold)
     assert job.hold is not None
     return [
         HoldResolved(
