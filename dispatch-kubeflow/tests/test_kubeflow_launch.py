@@ -178,3 +178,20 @@ def test_the_runtime_sets_the_pet_variables_and_dispatch_never_does_S41(
     assert {"PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR"} <= set(
         env_names(emulator.pods(name)[0])
     )
+
+
+def test_after_a_jobset_restart_the_execution_is_the_attempt_and_resumed_S44(
+    make_backend,
+    emulator: Emulator,  # type: ignore[no-untyped-def]
+) -> None:
+    """S-44: the pods of JobSet restart attempt 1 see DISPATCH_EXECUTION=1, RESUMED=1."""
+    emulator.add_runtime("restarting", failure_policy={"maxRestarts": 2, "rules": []})
+    backend = make_backend(native_restart=True, runtime="restarting")
+    spec = JobSpec(name="restart", command=("sh", "-c", PRINT), resources=Resources(nodes=2))
+    name = submit(backend, emulator, spec)
+    emulator.preempt(name, pod=0)
+    emulator.reconcile()
+    assert emulator.jobset(name)["status"]["restarts"] == 1
+    envs = contract(run_pods(emulator, name))
+    assert {(e["DISPATCH_EXECUTION"], e["DISPATCH_RESUMED"]) for e in envs} == {("1", "1")}
+    assert [e["RANK"] for e in envs] == ["0", "1"]

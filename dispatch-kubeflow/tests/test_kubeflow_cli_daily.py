@@ -1,0 +1,92 @@
+"""The user's daily loop on Kubeflow, through the real ``dispatch`` CLI and the emulated
+cluster: a dry run shows the TrainJob and sends nothing, what a TrainJob cannot run is
+refused before anything is recorded, and ``dispatch logs`` prints what each node printed
+(S-36, S-46)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from dispatch_kubeflow_testing.emulator import Emulator
+
+DISPATCH = str(Path(sys.executable).with_name("dispatch"))
+
+
+@pytest.fixture
+def env(kubeconfig: Path, tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DISPATCH_STORE": f"sqlite:///{tmp_path / 'record.db'}",
+        "DISPATCH_KUBEFLOW_KUBECONFIG": str(kubeconfig),
+        "DISPATCH_KUBEFLOW_RETRIES": "1",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+    }
+
+
+def dispatch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([DISPATCH, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_dry_run_prints_the_trainjob_as_yaml_and_sends_nothing(
+    emulator: Emulator, env: dict[str, str]
+) -> None:
+    done = dispatch(
+        env, "submit", "--backend", "kubeflow", "--dry-run", "--nodes", "2", "--", "echo", "hi"
+    )
+    assert done.returncode == 0, done.stderr
+    start = done.stdout.index("apiVersion: trainer.kubeflow.org/v1alpha1")
+    manifest = yaml.safe_load(done.stdout[start:].split("\n--- ")[0])
+    assert manifest["kind"] == "TrainJob" and manifest["spec"]["trainer"]["numNodes"] == 2
+    assert manifest["spec"]["trainer"]["command"][-2:] == ["echo", "hi"]
+    assert emulator.names() == []
+    assert not [r for r in emulator.log.entries if r.verb != "get"]
+
+
+def test_a_workdir_is_refused_before_anything_is_recorded_S36(
+    emulator: Emulator, env: dict[str, str]
+) -> None:
+    done = dispatch(env, "submit", "--backend", "kubeflow", "--workdir", "/data", "--", "true")
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "--workdir: a TrainJob has no working directory" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert emulator.names() == []
+    listed = dispatch(env, "list", "--json")
+    assert listed.returncode == 0 and listed.stdout.strip() in ("", "[]"), listed.stdout
+
+
+def test_logs_print_what_every_node_printed_and_one_rank_S46(
+    emulator: Emulator, env: dict[str, str]
+) -> None:
+    """S-46: a two-node job printing a line on each node; ``dispatch logs`` shows both
+    nodes' output in node order, ``--rank 1`` only the second's."""
+    proc = subprocess.Popen(
+        [DISPATCH, "submit", "--backend", "kubeflow", "--nodes", "2", "--interval", "0.2",
+         "--wait", "--", "sh", "-c", "exit 0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 90
+    while proc.poll() is None and time.monotonic() < deadline:
+        names = emulator.names()
+        if names and all(p["status"].get("phase") == "Running" for p in emulator.pods(names[0])):
+            for rank in range(2):
+                emulator.print_log(names[0], f"hello from node rank {rank}\n", pod=rank)
+        emulator.reconcile()
+        time.sleep(0.2)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, f"{out}\n{err}"
+    job_id = out.splitlines()[0].strip()
+    shown = dispatch(env, "logs", job_id)
+    assert shown.returncode == 0, shown.stderr
+    lines = [line for line in shown.stdout.splitlines() if line.startswith("hello")]
+    assert lines[:1] == ["hello from node rank 0"] and lines[-1] == "hello from node rank 1"
+    one = dispatch(env, "logs", job_id, "--rank", "1")
+    assert one.returncode == 0, one.stderr
+    assert "hello from node rank 1" in one.stdout and "node rank 0" not in one.stdout
+    bad = dispatch(env, "logs", job_id, "--stderr")
+    assert bad.returncode == 2 and "stdout and stderr in one log" in bad.stderr
