@@ -216,7 +216,7 @@ def test_kit_reports_unreachable_swallowed_into_an_answer(pytester: pytest.Pytes
             "refuses-with-bad-input",
             "BadInputRefusalBackend",
             "BadInputRefusalHarness",
-            "*undeclared capability 'gpus' raised BadInput; the hook spec names SubmitRefused*",
+            "*undeclared capability 'gpus' raised BadInput*; the hook spec names SubmitRefused*",
         ),
         (
             "mixes-submissions-logs",

@@ -59,7 +59,7 @@ it to a scheduler that does), never through ``sh`` — the kit submits a Python 
 spec asking for a capability you do not declare (more nodes, GPUs, a time limit, a gate,
 ``exclude_nodes``) is refused with :class:`dispatch.SubmitRefused`, which dispatch records
 as a failed submission; never ignore it, and never raise another error for it (any other
-error from a submit is taken for a bug and retried).
+error from a submit is a fault in the backend, wrapped in ``BackendFailed``).
 
 Keep the module light: import a heavy client library inside the hooks, not at the top, so
 ``dispatch --help`` does not pay for it. Then prove it with
