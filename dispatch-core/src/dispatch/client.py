@@ -43,7 +43,11 @@ if TYPE_CHECKING:
     from dispatch.spec import JobSpec, Resources
     from dispatch.status import Status
     from dispatch.store.base import JobSummary, RecordStore
-    from dispatch.supervisor import TickReport
+    from dispatch.supervisor import Supervisor, TickReport
+
+    #: What ``policy=`` takes: a policy, a policy file's path, or None (the profile's, else
+    #: no rules).
+    PolicyArg = RecoveryPolicy | str | os.PathLike[str] | None
 
 _RESOURCE_KEYS = (
     "nodes",
@@ -301,7 +305,7 @@ class Client:
         return self.defaults.value(key) if self.defaults is not None else None
 
     # ------------------------------------------------------------------ policy and plan
-    def policy(self, policy: Any = None) -> RecoveryPolicy:
+    def policy(self, policy: PolicyArg = None) -> RecoveryPolicy:
         """A policy from a policy, a file path, or the profile's (None: no rules)."""
         from dispatch.policy import RecoveryPolicy
         from dispatch.userfiles import load_policy
@@ -316,7 +320,7 @@ class Client:
             return load_policy(policy)  # type: ignore[no-any-return]
         raise BadInput(f"policy: give a RecoveryPolicy or a file path, not {type(policy).__name__}")
 
-    def plan(self, backend: str | None = None, policy: Any = None) -> Plan:
+    def plan(self, backend: str | None = None, policy: PolicyArg = None) -> Plan:
         """Bind a policy to a backend: who enforces each rule, which causes stay uncovered."""
         from dispatch.jobs import bind_plan
 
@@ -389,7 +393,7 @@ class Client:
             options=_pairs(merged_options, "option"),
         )
 
-    def _prepare(self, backend: str | None, policy: Any, spec: JobSpec) -> tuple[str, Any]:
+    def _prepare(self, backend: str | None, policy: PolicyArg, spec: JobSpec) -> tuple[str, Plan]:
         """Everything that can refuse a job, before anything is recorded."""
         from dispatch.jobs import bind_plan, check_spec
 
@@ -407,7 +411,7 @@ class Client:
         script: str | None = None,
         script_file: str | os.PathLike[str] | None = None,
         backend: str | None = None,
-        policy: Any = None,
+        policy: PolicyArg = None,
         name: str | None = None,
         resources: Resources | Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
@@ -438,7 +442,7 @@ class Client:
         )
 
     def submit_spec(
-        self, spec: JobSpec, *, backend: str | None = None, policy: Any = None
+        self, spec: JobSpec, *, backend: str | None = None, policy: PolicyArg = None
     ) -> JobHandle:
         """Record a job from a ready :class:`dispatch.JobSpec` (see :meth:`spec`)."""
         from dispatch.jobs import create_job
@@ -459,7 +463,7 @@ class Client:
         command: Sequence[str] | None = None,
         *,
         backend: str | None = None,
-        policy: Any = None,
+        policy: PolicyArg = None,
         **spec: Any,
     ) -> DryRun:
         """What :meth:`submit` would record and what its first submission would send,
@@ -467,7 +471,7 @@ class Client:
         return self.dry_run_spec(self.spec(command, **spec), backend=backend, policy=policy)
 
     def dry_run_spec(
-        self, spec: JobSpec, *, backend: str | None = None, policy: Any = None
+        self, spec: JobSpec, *, backend: str | None = None, policy: PolicyArg = None
     ) -> DryRun:
         """:meth:`dry_run` for a ready :class:`dispatch.JobSpec`."""
         from dispatch.enums import Enforcer
@@ -504,10 +508,41 @@ class Client:
         return status_of(self.store if record else None, self.registry, job_id, backend=backend)
 
     # ------------------------------------------------------------------ supervising
-    def supervisor(self, jobs: Sequence[str] | None = None, **options: Any) -> Any:
+    def supervisor(self, jobs: Sequence[str] | None = None, **options: Any) -> Supervisor:
         from dispatch.supervisor import Supervisor
 
         return Supervisor(self.store, self.registry, jobs=jobs, **options)
+
+    def supervise(
+        self,
+        *,
+        once: bool = False,
+        interval: float = 5.0,
+        lease: float = 90.0,
+        stop: threading.Event | None = None,
+        on_tick: Callable[[TickReport], None] | None = None,
+    ) -> TickReport:
+        """Run the supervisor on every active job (what ``dispatch supervise`` runs) until
+        ``stop`` is set, telling the notifier after each tick; ``once``: one tick."""
+        from dispatch import units
+
+        interval = units.seconds(interval, "interval")
+        ttl = timedelta(seconds=units.seconds(lease, "lease"))
+        supervisor = self.supervisor(lease_ttl=ttl)
+
+        def ticked(report: TickReport) -> None:
+            self.tick_notifier(report)
+            if on_tick is not None:
+                on_tick(report)
+
+        try:
+            if once:
+                report = supervisor.tick()
+                ticked(report)
+                return report
+            return supervisor.run(interval=interval, stop=stop, on_tick=ticked)
+        finally:
+            supervisor.release()
 
     def tick_notifier(self, report: TickReport | None = None) -> None:
         if self.notifier is not None:

@@ -31,30 +31,21 @@ def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_
     import dataclasses
     import signal
     import threading
-    from datetime import timedelta
 
-    client = c.client
-    supervisor = client.supervisor(lease_ttl=timedelta(seconds=lease_seconds))
     stop = threading.Event()
 
     def report_tick(report: TickReport) -> None:
-        client.tick_notifier(report)
         if as_json:
             click.echo(json.dumps(dataclasses.asdict(report), default=str))
         else:
             click.echo(tick_line(report), err=not once)
 
-    try:
-        if once:
-            report_tick(supervisor.tick())
-            return
+    if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-        supervisor.run(interval=interval, stop=stop, on_tick=report_tick)
-    finally:
-        supervisor.release()
-        if client.notifier is not None:
-            client.notifier.flush(timeout=client.notifier.timeout)
+    c.client.supervise(
+        once=once, interval=interval, lease=lease_seconds, stop=stop, on_tick=report_tick
+    )
 
 
 def tick_line(report: Any) -> str:
