@@ -311,6 +311,14 @@ class Harness:
         spec = self.long_spec()
         return spec.model_copy(update={"resources": Resources(nodes=nodes, tasks_per_node=tasks)})
 
+    def rank_failure_spec(self, rank: int, code: int) -> JobSpec:
+        """A job of :attr:`multi_node_shape` whose rank ``rank`` exits ``code`` at once
+        while every other rank sleeps (it reads ``RANK`` from the launch contract), for
+        :attr:`Scenario.RANK_FAILED` on a scheduler that really runs commands."""
+        spec = self.multi_node_spec()
+        script = f'if [ "$RANK" = "{rank}" ]; then exit {code}; fi; exec sleep 3600'
+        return spec.model_copy(update={"command": ("sh", "-c", script)})
+
     def contract_spec(self) -> JobSpec:
         """A quick job of :attr:`multi_node_shape` whose every task prints its environment
         (``KEY=VALUE`` lines), for the launch-contract check (S-41)."""
