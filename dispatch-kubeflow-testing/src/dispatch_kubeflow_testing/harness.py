@@ -3,8 +3,9 @@ through its scenario driver (``dispatch-conformance kubeflow``).
 
 Loaded only by the kit (entry point ``dispatch.harnesses: kubeflow``), so it may import
 ``dispatch_testing``. The offline tier starts the emulator on loopback and points the
-backend at it with a real kubeconfig; the client does real HTTP. There is no live tier
-here: provoking a preemption or a lost node needs a cluster one may break.
+backend at it with a real kubeconfig; the client does real HTTP. The live tier
+(``--live``) is :class:`dispatch_kubeflow_testing.live.harness.LiveKubeflowHarness`, on a
+real kube-apiserver with JobSet and the Trainer: asking this class for it hands it over.
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ class KubeflowHarness(Harness):
     #: dispatch-kubeflow/tests/test_kubeflow_launch.py)
     multi_node_shape = (2, 1)
 
+    def __new__(cls, live: bool = False) -> KubeflowHarness:
+        """The entry point names this class for both tiers; the live one is its own."""
+        if live and cls is KubeflowHarness:
+            from dispatch_kubeflow_testing.live.harness import LiveKubeflowHarness
+
+            return LiveKubeflowHarness(live=True)  # type: ignore[return-value]
+        return super().__new__(cls)
+
     def __init__(self, live: bool = False) -> None:
         super().__init__(live)
         self.emulator: Emulator | None = None
@@ -58,11 +67,6 @@ class KubeflowHarness(Harness):
         return self.emulator
 
     def plugin(self) -> object:
-        if self.live:
-            raise NotProvokable(
-                "no live tier: provoking preemption, OOM and lost nodes needs a disposable "
-                "Kubernetes cluster with Kubeflow Trainer; the offline tier uses the emulator"
-            )
         self.emulator = Emulator().start()
         kubeconfig = self.emulator.write_kubeconfig(self._dir / "kubeconfig")
         return KubeflowBackend(
