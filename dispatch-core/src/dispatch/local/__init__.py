@@ -86,6 +86,10 @@ Decisions, where the SPEC and the issue leave room:
   file, an unmounted share, an I/O error) makes every hook raise ``Unreachable``; one that
   does not exist yet simply holds no objects. A runner that cannot write its records
   keeps retrying for ten minutes, so an ending during a passing outage is not lost.
-- Objects are never deleted by dispatch; remove old ``objects/`` and ``jobs/`` entries by
-  hand if they pile up.
+- Garbage collection (:mod:`dispatch.local.collect`, at most once an hour from a submit,
+  or ``LocalBackend.collect_garbage(active)``): drafts, temporary files and objects never
+  indexed (a killed submit's) go once an hour old and without a live runner; ended
+  objects go with their index entry 14 days after their ending
+  (``DISPATCH_LOCAL_RETENTION_DAYS``), unless the caller names their job active; nothing
+  without an ending is ever removed.
 """

@@ -11,11 +11,12 @@ Configuration comes from the environment, read once when the backend is loaded:
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from dispatch.declarations import Declarations
 from dispatch.discovery import Discovery, ObjectView
 from dispatch.enums import Capability, CauseKind, Provenance
 from dispatch.errors import BadInput, DecodeError, SubmitRefused, Unreachable
-from dispatch.local import environment, survivors
+from dispatch.local import collect, environment, survivors
 from dispatch.local.layout import (
     OBJECT_ID,
     ObjectDir,
@@ -51,6 +52,7 @@ from dispatch.plugin import hookimpl
 from dispatch.spec import JobSpec
 
 NAME = "local"
+log = logging.getLogger("dispatch.local")
 DEFAULT_STOP_GRACE = 5.0
 #: How much longer than the grace ``dispatch_stop`` waits for the runner to record the end.
 STOP_MARGIN = 3.0
@@ -255,6 +257,7 @@ class LocalBackend:
             if obj is not None:
                 _abandon(obj, f"the submit failed before the object was indexed: {exc}")
             raise self._unreachable(exc) from exc
+        self._collect_now_and_then()
         return object_id
 
     def _draft(self, meta: ObjectMeta) -> ObjectDir:
@@ -287,6 +290,39 @@ class LocalBackend:
         index = self.state.job_index(meta.job_id)
         private_mkdir(index)
         write_atomic(index / meta.object_id, str(meta.submission))
+
+    def collect_garbage(self, active: Collection[str] | None = None) -> list[str]:
+        """Remove what nothing can reach any more and ended objects past their retention
+        (:mod:`dispatch.local.collect`); ``active``: the record's active jobs, kept whatever
+        their age. Returns what was removed, relative to the state directory."""
+        try:
+            return collect.collect(
+                self.state, retention=collect.retention_from_env(), active=active
+            ).removed
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
+
+    def _collect_now_and_then(self) -> None:
+        """At most once an hour per state directory (a marker's age says when it last ran),
+        from a submit: the state directory never grows without bound, unattended."""
+        marker = self.state.root / ".collected"
+        try:
+            if time.time() - marker.stat().st_mtime < collect.GRACE.total_seconds():
+                return
+        except FileNotFoundError:
+            pass
+        try:
+            marker.touch()
+            removed = collect.collect(self.state, retention=collect.retention_from_env())
+        except (OSError, BadInput) as exc:
+            log.warning("garbage collection of %s skipped: %s", self.state.root, exc)
+            return
+        if removed.removed:
+            log.info(
+                "removed %d unreachable or expired entries from %s",
+                len(removed.removed),
+                self.state.root,
+            )
 
     def keep_environment(self, job_id: str, environ: Mapping[str, str]) -> None:
         """Keep the submitter's environment for the job's every submission (called by
