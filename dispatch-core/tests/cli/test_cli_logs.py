@@ -47,6 +47,8 @@ def test_tail_keeps_the_last_lines_S46(sh: Shell) -> None:
     job = _done(sh, "sh", "-c", "seq 1 1000")
     assert sh.run("logs", job, "--tail", "3").stdout == "998\n999\n1000\n"
     assert sh.run("logs", job, "--tail", "0").stdout == ""
+    followed = sh.run("logs", job, "--tail", "2", "--follow", "--interval", "0.2")
+    assert (followed.returncode, followed.stdout) == (0, "999\n1000\n")  # ended: it stops
 
 
 def test_follow_streams_until_the_job_ends_S46(sh: Shell) -> None:
