@@ -101,3 +101,11 @@ def test_torchrun_peer_failing_after_its_node_was_lost_is_node_lost_of_that_node
     assert "sacctmgr: Node=node4" in obj.cause.detail
     kinds = {c.nodes: c.kind for c in obj.executions[0].node_causes}
     assert kinds[("node3",)] is CauseKind.NON_ZERO_EXIT  # kept per node, not the cause
+
+
+def test_a_down_event_later_than_the_job_end_still_names_the_silent_node_S42() -> None:
+    """Here node4 was declared down 11 s after the job ended: the event is matched to the
+    silent step's own end (when Slurm gave up on its node), not the job's."""
+    job = "live-torchrun-kill-5cdbb49c"
+    obj = _discover("torchrun-node-lost-late-event", job)[job]
+    assert (obj.cause.kind, obj.cause.nodes) == (CauseKind.NODE_LOST, ("node4",))

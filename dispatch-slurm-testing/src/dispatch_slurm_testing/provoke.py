@@ -199,7 +199,9 @@ class Provoker:
 
     def long(self, job_id: str, partition: str = "low", requeue: str = "no",
              gated: bool = False, **options: str) -> str:
-        spec = self.spec(("sleep", "600"), partition=partition, requeue=requeue, **options)
+        spec = self.spec(("sleep", "600"))
+        chosen = {"partition": partition, "requeue": requeue, **options}
+        spec = spec.model_copy(update={"options": {**chosen, **spec.options}})
         return self.submit(job_id, 1, spec, gated)
 
     def preempt(self, victims: dict[str, str], rerun_seconds: int = 5) -> str:

@@ -212,8 +212,13 @@ def attribute(
     """
     if cause is None or cause.kind is CauseKind.NONE or cause.nodes:
         return cause, ()
-    steps = _rank_steps(found.steps.get((object_id, incarnation), []))
+    rows = found.steps.get((object_id, incarnation), [])
+    steps = _rank_steps(rows)
     per_node = tuple(_step_cause(r) for r in steps)
+    if not settled and any(r.state in _UNSETTLED for r in rows if r.step.isdigit()):
+        # a step still shown running under an ended job: its node has not reported (a
+        # lost node's step ends only when Slurm declares the node down); wait for it
+        return cause, per_node
     silent = tuple(n for r in steps if r.exit is None for n in expand_safe(r.nodes))
     if cause.kind is CauseKind.NODE_LOST:
         lost = _lost_by_events(hosts, started, ended, found.events) or silent
@@ -223,7 +228,10 @@ def attribute(
         # failed because it went away (a torchrun peer sees its connection close, then the
         # wrapper ends the job before Slurm declares the node down); slurmdbd's DOWN
         # event confirms it
-        lost = _lost_by_events(silent, started, ended, found.events)
+        # the silent step ends when Slurm declares its node down: that is when the event is
+        lost = tuple(n for r in steps if r.exit is None
+                     for n in _lost_by_events(expand_safe(r.nodes), r.started or started,
+                                              r.ended or ended, found.events))
         if lost:
             return _lost(cause.model_copy(update={
                 "kind": CauseKind.NODE_LOST, "provenance": Provenance.SCHEDULER,

@@ -219,12 +219,12 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
                 at=row.ended)
         hosts = expand_hostlist(row.nodes)
         settled = row.ended is None or at - row.ended >= SETTLE
-        attributed, per_node = attribute(earlier_cause, object_id, index, hosts, row.started,
-                                         row.ended, found, settled)
+        attributed, each_node = attribute(earlier_cause, object_id, index, hosts, row.started,
+                                          row.ended, found, settled)
         if not settled and _settling(attributed, hosts, row.ended, at):
             continue  # left out until its node is named, like one sacct has not written
         executions.append(Execution(index=index, started_at=row.started, ended_at=row.ended,
-                                    nodes=hosts, cause=attributed, node_causes=per_node))
+                                    nodes=hosts, cause=attributed, node_causes=each_node))
 
     ran = bool(ran_on) and phase in (Phase.RUNNING, Phase.ENDED)
     if ran:
