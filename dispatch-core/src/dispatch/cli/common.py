@@ -79,8 +79,13 @@ class Context:
         return self.client.registry
 
     def close(self) -> None:
+        """After the command: let notifications go out, close the store; a failure here
+        is a warning, never a traceback (the command's work is done)."""
         if self._client is not None:
-            self._client.close()
+            try:
+                self._client.close()
+            except Exception as exc:
+                click.echo(f"dispatch: warning: closing the record store: {exc}", err=True)
 
 
 pass_ctx = click.make_pass_decorator(Context)

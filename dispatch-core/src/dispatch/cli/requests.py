@@ -33,9 +33,6 @@ def _request(c: Context, job_id: str, act: Callable[[JobHandle], Status], as_jso
         if as_json:
             emit_json({"job_id": job_id, "recorded": True})
         sys.exit(exit_codes.UNREACHABLE)
-    finally:
-        if c.client.notifier is not None:
-            c.client.notifier.flush(timeout=c.client.notifier.timeout)
     if as_json:
         emit_json(result.model_dump(mode="json"))
     else:
