@@ -152,3 +152,10 @@ def test_the_kit_alone_adds_no_backend_and_the_slurm_kit_runs_from_its_wheel(
     )
     assert script.strip() == "True"
     _run(env / "bin" / "dispatch-conformance", "--help")
+    asked = _run(
+        env / "bin" / "python",
+        "-c",
+        "import dispatch_testing.simulated as s; s.register(); "
+        "from dispatch.backends import Registry; print(Registry.from_entry_points().names())",
+    )
+    assert "simulated" in asked, "the kit's simulated backend is there when a test asks for it"
