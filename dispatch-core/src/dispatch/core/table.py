@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from functools import cached_property
 
 from dispatch.core.cause import Cause
 from dispatch.core.job import Job, Submission
@@ -226,34 +225,26 @@ def rule_on_execution(job: Job, plan: Plan, cause: Cause, spending: int = 0) -> 
 # -- the state a job shows (S-17, S-21, S-26, S-37, S-38, S-39) --------------------------
 
 
-@dataclass(frozen=True)
 class View:
     """What the shown-state table reads: the job (record plus what ``decide`` would
     commit now) and the object of its current submission, if the discovery lists it."""
 
-    job: Job
-    objects: tuple[ObjectView, ...]
-
-    @cached_property
-    def current(self) -> Submission | None:
-        return self.job.current
-
-    @cached_property
-    def obj(self) -> ObjectView | None:
+    def __init__(self, job: Job, objects: tuple[ObjectView, ...]) -> None:
+        self.job = job
+        self.current: Submission | None = job.current
         current = self.current
-        if current is None:
-            return None
-        return next(
-            (
-                o
-                for o in self.objects
-                if o.submission == current.number
-                and (current.object_id is None or o.object_id == current.object_id)
-            ),
-            None,
-        )
+        self.obj: ObjectView | None = None
+        if current is not None:
+            self.obj = next(
+                (
+                    o
+                    for o in objects
+                    if o.submission == current.number
+                    and (current.object_id is None or o.object_id == current.object_id)
+                ),
+                None,
+            )
 
-    @cached_property
     def recovered(self) -> bool:
         job = self.job
         return (
@@ -262,7 +253,6 @@ class View:
             or any(s.native_recoveries for s in job.submissions)
         )
 
-    @cached_property
     def last_recovery(self) -> Cause | None:
         for step in reversed(self.job.history):
             if step.state in (State.RECOVERING, State.HELD) and step.cause is not None:
@@ -309,7 +299,7 @@ def _last_execution(v: View) -> Cause | None:
 CAUSES: Mapping[str, tuple[str, Callable[[View], Cause | None]]] = {
     "outcome": ("the outcome's", lambda v: v.job.outcome.cause if v.job.outcome else None),
     "hold": ("the hold's", lambda v: v.job.hold.cause if v.job.hold else None),
-    "recovery": ("the last recovery's or hold's", lambda v: v.last_recovery),
+    "recovery": ("the last recovery's or hold's", lambda v: v.last_recovery()),
     "refusal": ("the scheduler's refusal", lambda v: v.current.failed if v.current else None),
     "not-listed": ("unknown: not listed by the backend", _not_listed),
     "object": ("the object's", _object_cause),
@@ -317,7 +307,7 @@ CAUSES: Mapping[str, tuple[str, Callable[[View], Cause | None]]] = {
     "execution": ("the last ended execution's (S-38)", _last_execution),
     "object-or-recovery": (
         "the scheduler's reason if it gives one (S-39), else the last recovery's",
-        lambda v: _object_cause(v) or v.last_recovery,
+        lambda v: _object_cause(v) or v.last_recovery(),
     ),
 }
 
@@ -391,7 +381,7 @@ def shown(job: Job, objects: tuple[ObjectView, ...]) -> tuple[State, Cause | Non
         assert job.outcome is not None
         state = job.outcome.state
     elif row.state is Shows.WAITING:
-        state = State.RECOVERING if view.recovered else State.PENDING
+        state = State.RECOVERING if view.recovered() else State.PENDING
     else:
         state = row.state
     return state, CAUSES[row.cause][1](view)
