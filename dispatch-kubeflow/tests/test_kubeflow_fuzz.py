@@ -27,7 +27,7 @@ from dispatch_kubeflow.classify import read
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.evidence import group, parse_time, recorded_executions
 from dispatch_kubeflow.kube import server_message
-from dispatch_kubeflow.logs import select
+from dispatch_kubeflow.logs import select, skip
 from dispatch_kubeflow_testing.emulator import Emulator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -238,3 +238,12 @@ def test_a_node_without_a_name_is_ignored_S36(seeds: list[dict[str, list[Any]]])
         del node["metadata"]["name"]
     views = _classify_all(answer)
     assert {v.submission for v in views} == {1, 2}
+
+
+@FUZZ
+@given(chunks=st.lists(st.binary(max_size=20), max_size=8), offset=st.integers(0, 200))
+def test_reading_on_from_an_offset_is_the_rest_of_the_log_S46(
+    chunks: list[bytes], offset: int
+) -> None:
+    """S-46: ``--follow`` asks again from where it stopped: the bytes after ``offset``."""
+    assert b"".join(skip(iter(chunks), offset)) == b"".join(chunks)[offset:]

@@ -5,15 +5,20 @@ it, and the real launcher run by ``/bin/sh`` on this machine, one process per no
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 from typing import Any
 
 import pytest
 from dispatch import JobSpec, Launcher, Resources
-from dispatch_kubeflow import tags
+from dispatch_kubeflow import launch, tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow_testing.emulator import Emulator
 from dispatch_kubeflow_testing.emulator.kubelet import resolve_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 SHOW = (
     "RANK LOCAL_RANK NODE_RANK WORLD_SIZE NNODES LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT "
@@ -195,3 +200,39 @@ def test_after_a_jobset_restart_the_execution_is_the_attempt_and_resumed_S44(
     envs = contract(run_pods(emulator, name))
     assert {(e["DISPATCH_EXECUTION"], e["DISPATCH_RESUMED"]) for e in envs} == {("1", "1")}
     assert [e["RANK"] for e in envs] == ["0", "1"]
+
+
+#: one write per line: the launcher sets PYTHONUNBUFFERED, and two tasks share the pipe
+ECHO_ARGV = 'import json, sys; sys.stdout.write(json.dumps(sys.argv[1:]) + "\\n")'
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    args=st.lists(
+        st.text(
+            st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12
+        ),
+        max_size=5,
+    ),
+    tasks=st.sampled_from([1, 2]),
+)
+def test_the_command_reaches_every_task_verbatim_never_through_a_shell_S41(
+    args: list[str], tasks: int
+) -> None:
+    """S-41 (and the argv contract): whatever the words (quotes, $, ;, newlines), each task
+    runs the command with exactly those arguments, with one task per node (exec) or two."""
+    spec = JobSpec(
+        command=(sys.executable, "-c", ECHO_ARGV, *args),
+        resources=Resources(tasks_per_node=tasks),
+    )
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PET_NNODES": "1",
+        "PET_NODE_RANK": "0",
+        "PET_NPROC_PER_NODE": str(tasks),
+    }
+    done = subprocess.run(
+        launch.container_command(spec), env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [args] * tasks
