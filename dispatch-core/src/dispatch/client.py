@@ -343,6 +343,9 @@ class Client:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         options: Mapping[str, str] | None = None,
+        warn: Any = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        progress_window: Any = None,
     ) -> JobSpec:
         """The :class:`dispatch.JobSpec` a submit would record, checked (S-36).
 
@@ -350,6 +353,7 @@ class Client:
         """
         from dispatch.spec import JobSpec
         from dispatch.userfiles import SCRIPT_LIMIT, read_text
+        from dispatch.warning import endings
 
         given_script = script is not None or script_file is not None
         if bool(command) == given_script or (script is not None and script_file is not None):
@@ -391,6 +395,9 @@ class Client:
             workdir=workdir,
             resources=build_resources(resources),
             options=_pairs(merged_options, "option"),
+            **endings(
+                warn=warn, checkpoint_dir=checkpoint_dir, progress_window=progress_window
+            ),  # S-44, S-45, S-47: dispatch.warning
         )
 
     def _prepare(self, backend: str | None, policy: PolicyArg, spec: JobSpec) -> tuple[str, Plan]:
@@ -417,6 +424,9 @@ class Client:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         options: Mapping[str, str] | None = None,
+        warn: Any = None,
+        checkpoint_dir: str | os.PathLike[str] | None = None,
+        progress_window: Any = None,
     ) -> JobHandle:
         """Record a new job; a supervisor (or :meth:`JobHandle.wait`) submits it.
 
@@ -424,6 +434,12 @@ class Client:
         :param policy: a :class:`dispatch.RecoveryPolicy` or a policy file's path.
         :param resources: a :class:`dispatch.Resources` or a mapping (see
             :func:`build_resources`).
+        :param warn: ``"USR1@90s"`` or an :class:`dispatch.core.warning.EndWarning`: the
+            signal sent that long before a time limit, preemption or stop (S-45).
+        :param checkpoint_dir: the job's checkpoint directory (DISPATCH_CHECKPOINT_DIR);
+            without it the backend gives every job one of its own (S-44).
+        :param progress_window: ``"20m"`` or a timedelta: no heartbeat for that long while
+            running raises an escalation (S-47).
         :raises BadInput: anything the core or the backend refuses; nothing is recorded.
         """
         return self.submit_spec(
@@ -436,6 +452,9 @@ class Client:
                 env=env,
                 workdir=workdir,
                 options=options,
+                warn=warn,
+                checkpoint_dir=checkpoint_dir,
+                progress_window=progress_window,
             ),
             backend=backend,
             policy=policy,

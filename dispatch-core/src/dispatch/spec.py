@@ -7,6 +7,7 @@ from datetime import timedelta
 from pydantic import Field, model_validator
 
 from dispatch.base import Model
+from dispatch.core.warning import EndWarning
 from dispatch.enums import NATIVE_ACTIONS, Action, Launcher
 
 
@@ -47,6 +48,14 @@ class JobSpec(Model):
     native_actions: frozenset[Action] = frozenset()
     launcher: Launcher = Launcher.TASKS
     exclude_nodes: frozenset[str] = frozenset()
+    # Training that survives its endings (S-44, S-45, S-47; dispatch-core/docs/endings.md):
+    # the warning before a time limit, preemption or stop; the per-job checkpoint
+    # directory every execution gets as DISPATCH_CHECKPOINT_DIR; the progress window and
+    # the heartbeat file (DISPATCH_HEARTBEAT) whose silence raises an escalation.
+    warn: EndWarning | None = None
+    checkpoint_dir: str | None = None
+    progress_window: timedelta | None = Field(default=None, gt=timedelta(0))
+    heartbeat: str | None = None
 
     @model_validator(mode="after")
     def _one_of_command_or_script(self) -> JobSpec:

@@ -40,6 +40,13 @@ _COUNT = click.IntRange(min=1, max=1_000_000)
 @click.option("--mem", help="Memory per node, e.g. 4G.")
 @click.option("--time", "time_limit", help="Time limit: seconds, 90m, or [D-]HH:MM:SS.")
 @click.option("--workdir", help="Working directory of the job.")
+@click.option(
+    "--warn",
+    metavar="SIG@DURATION",
+    help="Signal sent that long before a time limit, preemption or stop, e.g. USR1@90s.",
+)
+@click.option("--checkpoint-dir", help="The job's checkpoint directory (DISPATCH_CHECKPOINT_DIR).")
+@click.option("--progress-window", help="Escalate when the heartbeat is silent this long (20m).")
 @click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="Environment (repeatable).")
 @click.option(
     "--option",
@@ -73,6 +80,9 @@ def submit(
     mem: str | None,
     time_limit: str | None,
     workdir: str | None,
+    warn: str | None,
+    checkpoint_dir: str | None,
+    progress_window: str | None,
     env: tuple[str, ...],
     options: tuple[str, ...],
     dry_run: bool,
@@ -123,6 +133,7 @@ def submit(
         env=pairs(env, "--env"),
         workdir=workdir,
         options=pairs(options, "--option"),
+        **_endings(warn, checkpoint_dir, progress_window),
     )
     if dry_run:
         show_dry_run(client.dry_run_spec(spec, backend=backend, policy=policy_file))
@@ -182,6 +193,17 @@ def show_dry_run(dry: Any) -> None:
     )
     click.echo("--- plan ---")
     click.echo(plan_text(dry.plan))
+
+
+def _endings(warn: str | None, directory: str | None, window: str | None) -> dict[str, Any]:
+    """--warn, --checkpoint-dir, --progress-window for Client.spec (dispatch.warning)."""
+    from dispatch.warning import as_checkpoint_dir, as_warning, as_window
+
+    return {
+        "warn": as_warning(warn, "--warn"),
+        "checkpoint_dir": as_checkpoint_dir(directory, "--checkpoint-dir"),
+        "progress_window": as_window(window, "--progress-window"),
+    }
 
 
 def pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
