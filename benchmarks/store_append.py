@@ -14,7 +14,10 @@ the server named by DISPATCH_TEST_POSTGRES, default the one .ci/start-postgres.s
   a per-job command pays (issue 14: it must not grow with the record).
 
 Usage: .venv/bin/python benchmarks/store_append.py [--jobs 10000] [--ticks 3] [--singles 500]
-       [--stores sqlite,postgres]
+       [--stores sqlite,postgres] [--one-job-scale 100000]
+
+``--one-job-scale N`` instead compares one job's reads on a record of N jobs (5 events
+each) with the same reads on a record of that one job (issue 14's per-job target).
 Figures are printed, never asserted.
 """
 
@@ -159,13 +162,58 @@ def bench(name: str, store: RecordStore, jobs: int, ticks: int, singles: int) ->
     report(name, f"read_feed(job_ids=[one]) x {len(probes)}", count, time.perf_counter() - start)
 
 
+def one_job_reads(store: RecordStore, job_id: str, repeat: int) -> tuple[float, float]:
+    """Seconds per read(job) and per read_feed(job_ids=[job]), best of three rounds."""
+    rounds: list[tuple[float, float]] = []
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeat):
+            store.read(job_id)
+        middle = time.perf_counter()
+        for _ in range(repeat):
+            store.read_feed(0, job_ids=[job_id])
+        rounds.append(((middle - start) / repeat, (time.perf_counter() - middle) / repeat))
+    return min(r[0] for r in rounds), min(r[1] for r in rounds)
+
+
+def record_of(job_id: str) -> list[Event]:
+    created = JobCreated(
+        job_id=job_id, seq=1, at=T0, name="bench", backend="local", spec=SPEC, plan=PLAN
+    )
+    return [created, *(requested(job_id, seq) for seq in range(2, 6))]
+
+
+def scale(name: str, jobs: int, repeat: int = 200) -> None:
+    with STORES[name]() as small:
+        small.append("probe", 0, record_of("probe"))
+        alone = one_job_reads(small, "probe", repeat)
+    with STORES[name]() as big:
+        ids = [f"bench-{n:07d}" for n in range(jobs)]
+        for chunk in range(0, jobs, 5000):
+            big.append_many(Batch(j, 0, record_of(j)) for j in ids[chunk : chunk + 5000])
+        middle = ids[jobs // 2]
+        crowded = one_job_reads(big, middle, repeat)
+    for what, one, many in zip(
+        ("read(job)", "read_feed(job_ids=[job])"), alone, crowded, strict=True
+    ):
+        print(
+            f"{name:9} {what:26} 1-job record {one * 1e3:7.3f} ms   {jobs}-job record "
+            f"{many * 1e3:7.3f} ms   ratio {many / one:5.2f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--ticks", type=int, default=3)
     parser.add_argument("--singles", type=int, default=500)
     parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--one-job-scale", type=int, default=0)
     args = parser.parse_args()
+    if args.one_job_scale:
+        for name in args.stores.split(","):
+            scale(name, args.one_job_scale)
+        return
     for name in args.stores.split(","):
         with STORES[name]() as store:
             print(f"# {store!r}")

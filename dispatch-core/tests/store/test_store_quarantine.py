@@ -221,6 +221,15 @@ def test_one_job_feed_uses_the_job_index_in_sqlite(tmp_path, ev):
     details = " | ".join(row[-1] for row in plan)
     assert "USING INDEX sqlite_autoindex_dispatch_events_1 (job_id=?)" in details, details
     assert "SCAN dispatch_events" not in details, details
+    db = sqlite3.connect(path)
+    one = db.execute(
+        "EXPLAIN QUERY PLAN SELECT position, job_id, seq, body FROM dispatch_events WHERE "
+        "job_id = ? AND +position > ? ORDER BY position",
+        ("job-a", 0),
+    ).fetchall()
+    db.close()
+    details = " | ".join(row[-1] for row in one)
+    assert "USING INDEX sqlite_autoindex_dispatch_events_1 (job_id=?)" in details, details
 
 
 @pytest.mark.parametrize("harness", ["postgres"], indirect=True)
@@ -237,3 +246,10 @@ def test_one_job_feed_uses_the_job_index_in_postgres(harness, store, ev):
     text = "\n".join(row[0] for row in plan)
     assert "Index Scan using dispatch_events_pkey" in text, text
     assert "Seq Scan on dispatch_events" not in text, text
+    one = harness.raw(
+        "EXPLAIN SELECT position, job_id, seq, body FROM dispatch_events WHERE job_id = ? "
+        "AND +position > ? ORDER BY position",
+        ("job-00042", 0),
+    )
+    text = "\n".join(row[0] for row in one)
+    assert "Index Scan using dispatch_events_pkey" in text, text

@@ -211,24 +211,27 @@ class SQLStore(RecordStore):
         self, position: int, limit: int | None, job_ids: Iterable[str] | None
     ) -> list[tuple[Any, ...]]:
         d = self.dialect
-        n = d.no_limit if limit is None else limit
+        page = "" if limit is None else " LIMIT ?"
+        more: tuple[Any, ...] = () if limit is None else (limit,)
         if job_ids is None:
             return self._query(
                 "read",
                 "SELECT position, job_id, seq, body FROM dispatch_events WHERE position > ? "
-                "ORDER BY position LIMIT ?",
-                (position, n),
+                f"ORDER BY position{page}",
+                (position, *more),
             )
         ids = check_job_ids(job_ids, "read_feed")
         if not ids:
             return []
         # ``+position``: the position index must not be chosen over the job index, or a
-        # one-job read would scan every event after ``position``.
+        # one-job read would scan every event after ``position``. One job (every per-job
+        # command) is an equality: PostgreSQL plans an array parameter several times slower.
+        which, param = ("job_id = ?", ids[0]) if len(ids) == 1 else (d.any_of("job_id"), d.ids(ids))
         return self._query(
             "read",
-            f"SELECT position, job_id, seq, body FROM dispatch_events WHERE {d.any_of('job_id')} "
-            "AND +position > ? ORDER BY position LIMIT ?",
-            (d.ids(ids), position, n),
+            f"SELECT position, job_id, seq, body FROM dispatch_events WHERE {which} "
+            f"AND +position > ? ORDER BY position{page}",
+            (param, position, *more),
         )
 
     def read_since(self, position: int, limit: int | None = None) -> tuple[list[Event], int]:
