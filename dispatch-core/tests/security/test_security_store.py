@@ -182,6 +182,10 @@ def test_creating_a_record_on_a_read_only_file_system_is_bad_input_S36(read_only
     assert not isinstance(refused.value, Unreachable)
     assert "read-only file system" in str(refused.value)
     assert "DISPATCH_STORE" in str(refused.value)
+    with pytest.raises(BadInput) as refused:
+        SQLiteStore(mount / "state" / "dispatch" / "record.db")
+    assert not isinstance(refused.value, Unreachable)
+    assert "Read-only file system" in str(refused.value)
 
 
 def test_dispatch_list_of_a_read_only_record_exits_0_and_a_write_exits_2_S36(read_only_mount, ev):

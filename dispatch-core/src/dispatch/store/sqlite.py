@@ -133,6 +133,14 @@ class SQLiteStore(SQLStore):
         what = "record store"
         try:
             private_dirs(self.path.parent, "the record store's directory")
+        except OSError as exc:
+            if exc.errno not in _WRITE_REFUSED:
+                raise Unreachable(f"cannot open the record store {self.location}: {exc}") from exc
+            raise BadInput(
+                f"record store {self.location}: cannot create its directory ({exc.strerror}); "
+                "point DISPATCH_STORE at a writable place, e.g. sqlite:///home/you/record.db"
+            ) from None
+        try:
             fd = self._open_file()
         except BadInput:
             raise
