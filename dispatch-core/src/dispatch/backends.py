@@ -24,6 +24,7 @@ from dispatch import hookspecs
 from dispatch.cause import Cause
 from dispatch.declarations import Declarations
 from dispatch.discovery import Discovery
+from dispatch.enums import Capability
 from dispatch.errors import (
     BackendBroken,
     BackendFailed,
@@ -107,6 +108,12 @@ class Backend:
             raise BackendBroken(
                 f"backend registered as {self.name!r} declares the name {result.name!r}"
             )
+        for capability, hook in _HOOKS_FOR.items():
+            if capability in result.capabilities and not getattr(self._hook, hook).get_hookimpls():
+                raise BackendBroken(
+                    f"backend {self.name!r} declares {capability.value!r} but does not "
+                    f"implement {hook}"
+                )
         return result
 
     def discover(self, job_ids: Sequence[str]) -> Discovery:
@@ -167,9 +174,10 @@ _HOOKS = (
     "dispatch_declare",
     "dispatch_discover",
     "dispatch_submit",
-    "dispatch_open_gate",
     "dispatch_stop",
 )
+#: hooks a backend needs only when it declares the capability (issue 16 item 4)
+_HOOKS_FOR = {Capability.GATING: "dispatch_open_gate", Capability.LOGS: "dispatch_logs"}
 
 
 @dataclass(frozen=True)
