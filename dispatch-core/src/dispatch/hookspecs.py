@@ -95,8 +95,8 @@ def dispatch_open_gate(object_id: str) -> None:
     Called only after the discovery showed every older object of the job ended (S-28),
     and only for an object submitted gated, so only on a backend that declares the
     ``gating`` capability: a backend without it never receives this call (the kit
-    checks it) and may leave the hook out once the registry stops requiring it (issue 16
-    item 4; until then it is ``pass``).
+    checks it) and leaves the hook out; declaring ``gating`` without it is refused when
+    the backend is loaded.
 
     :param object_id: the id :func:`dispatch_submit` returned (or discovery showed).
     :return: None. Idempotent: opening an open gate, or the gate of an ended or unknown

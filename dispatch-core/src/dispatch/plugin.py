@@ -32,8 +32,7 @@ Which hooks:
 - ``dispatch_open_gate``: only a backend that declares the ``gating`` capability needs
   it. dispatch submits gated only to such a backend and opens only gates it closed, so a
   backend without ``gating`` never receives the call (the kit checks it, end to end). Such
-  a backend may leave it out (until dispatch-core's loader stops asking for all five hooks,
-  issue 16 item 4, write it as ``pass``).
+  a backend leaves it out; one that declares ``gating`` without it is refused at load.
 - ``dispatch_logs`` with the ``logs`` capability (and only then); ``dispatch_validate``
   and ``dispatch_render`` when you can check a spec or show a dry run without the scheduler.
 
