@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -193,15 +193,30 @@ class Machine:
         )
 
     def start(
-        self, *args: str, env: dict[str, str] | None = None, crash: Sequence[str] = ()
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        crash: Sequence[str] = (),
+        log: Path | None = None,
     ) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            self.argv(args, crash),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**self.env, **(env or {})},
-        )
+        """Start ``dispatch ARGS``; its output is piped, or appended to ``log`` (a long-lived
+        process must not block on a pipe nobody reads)."""
+        if log is None:
+            return subprocess.Popen(
+                self.argv(args, crash),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**self.env, **(env or {})},
+            )
+        with open(log, "a") as out:
+            return subprocess.Popen(
+                self.argv(args, crash),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**self.env, **(env or {})},
+            )
 
     def json(self, *args: str) -> Any:
         done = self.run(*args, "--json")
@@ -226,5 +241,257 @@ class Machine:
             time.sleep(every)
 
 
+# ---------------------------------------------------------------------- the campaign
+
+
+@dataclass
+class Campaign:
+    """A crash and race campaign on one machine: ``jobs`` jobs (flaky, failing, stubborn
+    and cancelled ones), ``supervisors`` supervisor processes on one record, SIGKILLed at
+    random (some at a crash point inside a submit), runners SIGKILLed at random, and a
+    watcher sampling the process table for two live commands of one job. ``run`` returns
+    the figures and every violation of the invariants found."""
+
+    machine: Machine
+    jobs: int = 24
+    supervisors: int = 3
+    seconds: float = 90.0
+    kill_every: float = 1.0
+    seed: int = 1
+    store: str | None = None
+    figures: dict[str, int] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self.figures[name] = self.figures.get(name, 0) + n
+
+    def _submit(self, index: int, rng: Any) -> tuple[str, str]:
+        """One job of one of four kinds; returns (job id, kind)."""
+        kind = ("flaky", "fails", "succeeds", "stubborn")[index % 4]
+        runs = self.machine.root / f"runs-{index}"
+        marker = self.machine.root / f"marker-{index}"
+        nap = f"{rng.uniform(0.2, 2.0):.2f}"
+        body = {
+            "flaky": f"[ -e {marker} ] && exit 0; touch {marker}; sleep {nap}; exit 1",
+            "fails": f"sleep {nap}; exit 3",
+            "succeeds": f"sleep {nap}; exit 0",
+            "stubborn": "trap '' TERM; sleep 600",
+        }[kind]
+        script = f'echo "$DISPATCH_SUBMISSION $$" >> {runs}; {body}'
+        policy = self.machine.root / "policy.toml"
+        policy.write_text('[[rule]]\non = ["non-zero-exit"]\naction = "resubmit"\nbudget = 2\n')
+        done = self.machine.run("submit", "--policy", str(policy), "--", "sh", "-c", script)
+        if done.returncode != 0:
+            raise AssertionError(f"submit failed: {done}")
+        return done.stdout.strip().splitlines()[-1], kind
+
+    def _supervisor(self, rng: Any) -> subprocess.Popen[str]:
+        args = ["supervise", "--interval", "0.2", "--lease", "3"]
+        log = self.machine.root / "supervisors.log"
+        if rng.random() < 0.3:
+            step = rng.choice(STEPS)
+            self._count("supervisors started under a crash point")
+            return self.machine.start(*args, crash=[f"{step}@{rng.randint(1, 3)}"], log=log)
+        self._count("supervisors started")
+        return self.machine.start(*args, log=log)
+
+    def _watch(self, job_ids: list[str]) -> None:
+        """Two live commands of one job at once is the one thing that must never be."""
+        live: dict[str, set[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if stat[stat.rindex(")") + 2] == "Z":
+                continue
+            for item in environ:
+                if item.startswith(b"DISPATCH_JOB_ID="):
+                    job = item[16:].decode()
+                    pgid = int(stat[stat.rindex(")") + 2 :].split()[2])
+                    live.setdefault(job, set()).add(pgid)
+        self._count("process-table samples")
+        for job, groups in live.items():
+            if job in job_ids and len(groups) > 1:
+                self.violations.append(f"job {job}: {len(groups)} live command groups at once")
+
+    def _kill_a_runner(self, rng: Any) -> None:
+        runners = list(self.machine.local.glob("objects/local-*/runner.json"))
+        rng.shuffle(runners)
+        for path in runners:
+            if (path.parent / "end.json").exists() or not (path.parent / "started.json").exists():
+                continue
+            try:
+                os.kill(json.loads(path.read_text())["pid"], signal.SIGKILL)
+            except (OSError, ValueError):
+                continue
+            self._count("runners SIGKILLed")
+            return
+
+    def run(self) -> dict[str, int]:
+        import random
+
+        rng = random.Random(self.seed)
+        if self.store:
+            self.machine.env["DISPATCH_STORE"] = self.store
+        kinds = dict(self._submit(i, rng) for i in range(self.jobs))
+        self._count("jobs", len(kinds))
+        procs = [self._supervisor(rng) for _ in range(self.supervisors)]
+        cancelled: set[str] = set()
+        deadline = time.monotonic() + self.seconds
+        next_kill = time.monotonic() + self.kill_every
+        while time.monotonic() < deadline:
+            self._watch(list(kinds))
+            for i, proc in enumerate(procs):
+                if proc.poll() is not None:
+                    self._count(
+                        "supervisors died at a crash point"
+                        if proc.returncode == -9
+                        else f"supervisors exited rc={proc.returncode}"
+                    )
+                    procs[i] = self._supervisor(rng)
+            if time.monotonic() >= next_kill:
+                next_kill = time.monotonic() + rng.uniform(0.5, 1.5) * self.kill_every
+                victim = rng.randrange(len(procs))
+                procs[victim].kill()
+                procs[victim].wait()
+                self._count("supervisors SIGKILLed")
+                procs[victim] = self._supervisor(rng)
+                if rng.random() < 0.3:
+                    self._kill_a_runner(rng)
+                stubborn = [j for j, k in kinds.items() if k == "stubborn" and j not in cancelled]
+                if stubborn and rng.random() < 0.3:
+                    job = rng.choice(stubborn)
+                    asked = self.machine.run("cancel", job)
+                    self._count(f"cancels exit {asked.returncode}")
+                    if asked.returncode == 0:
+                        cancelled.add(job)
+            if self._all_done(list(kinds)):
+                break
+            time.sleep(0.2)
+        for stubborn in [j for j, k in kinds.items() if k == "stubborn" and j not in cancelled]:
+            self.machine.run("cancel", stubborn)
+            cancelled.add(stubborn)
+        settle = time.monotonic() + 120
+        while not self._all_done(list(kinds)) and time.monotonic() < settle:
+            self._watch(list(kinds))
+            for i, proc in enumerate(procs):
+                if proc.poll() is not None:
+                    procs[i] = self.machine.start(
+                        "supervise",
+                        "--interval",
+                        "0.2",
+                        "--lease",
+                        "3",
+                        log=self.machine.root / "supervisors.log",
+                    )
+            time.sleep(0.3)
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self._check(kinds)
+        return self.figures
+
+    def _all_done(self, job_ids: list[str]) -> bool:
+        listed = self.machine.run("list", "--json")
+        if listed.returncode != 0:
+            return False
+        rows = json.loads(listed.stdout)
+        rows = rows.get("jobs", rows) if isinstance(rows, dict) else rows
+        ended = {r["job_id"] for r in rows if r.get("outcome")}
+        return set(job_ids) <= ended
+
+    def _check(self, kinds: dict[str, str]) -> None:
+        expected = {"flaky": "succeeded", "fails": "failed", "succeeds": "succeeded"}
+        for index, (job, kind) in enumerate(kinds.items()):
+            status = self.machine.json("status", job)
+            state = status["state"]
+            self._count(f"jobs {state}")
+            want = "cancelled" if kind == "stubborn" else expected[kind]
+            if not status["settled"] or state != want:
+                cause = status.get("cause") or {}
+                self.violations.append(
+                    f"job {job} ({kind}): {state} settled={status['settled']}, expected {want}; "
+                    f"cause {cause.get('kind')}: {cause.get('detail')}"
+                )
+            subs = status["submissions"]
+            self._count("submissions", len(subs))
+            for sub in subs:
+                if len(sub["objects"]) > 1:
+                    self._count("duplicate objects stopped", len(sub["objects"]) - 1)
+            left = status["budgets"]["rule 1"]  # of 2
+            spent = 2 - left
+            if left < 0:
+                self.violations.append(f"job {job}: budget over-spent ({status['budgets']})")
+            if len(subs) != 1 + spent:
+                self.violations.append(f"job {job}: {len(subs)} submissions for {spent} units")
+            runs = self.machine.root / f"runs-{index}"
+            lines = runs.read_text().split() if runs.exists() else []
+            numbers = lines[0::2]
+            self._count("command runs", len(numbers))
+            for number in set(numbers):
+                if numbers.count(number) > 1:
+                    self.violations.append(
+                        f"job {job}: submission {number} ran {numbers.count(number)} times"
+                    )
+        left = tagged(str(self.machine.root))
+        if left:
+            self.violations.append(f"processes left running: {left}")
+
+
+def campaign_main(argv: Sequence[str]) -> int:
+    """``python -m dispatch_testing.crash campaign [--jobs N] [--supervisors S] [--seconds T]
+    [--seed K] [--store URL]``: print the figures and every violation found."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(prog="python -m dispatch_testing.crash campaign")
+    parser.add_argument("--jobs", type=int, default=24)
+    parser.add_argument("--supervisors", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=90.0)
+    parser.add_argument("--kill-every", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--store", default=None, help="a record store URL (default: SQLite)")
+    args = parser.parse_args(list(argv))
+    root = Path(tempfile.mkdtemp(prefix="dispatch-campaign-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DISPATCH_")}
+    env["XDG_STATE_HOME"] = str(root / "state")
+    env[TAG] = str(root)
+    run = Campaign(
+        Machine(root, env),
+        jobs=args.jobs,
+        supervisors=args.supervisors,
+        seconds=args.seconds,
+        kill_every=args.kill_every,
+        seed=args.seed,
+        store=args.store,
+    )
+    started = time.monotonic()
+    try:
+        figures = run.run()
+    finally:
+        for pid in tagged(str(root)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    print(f"campaign in {root}, {time.monotonic() - started:.0f} s, seed {args.seed}")
+    for name, value in sorted(figures.items()):
+        print(f"  {name}: {value}")
+    print(f"violations: {len(run.violations)}")
+    for violation in run.violations:
+        print(f"  - {violation}")
+    return 1 if run.violations else 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["campaign"]:
+        sys.exit(campaign_main(sys.argv[2:]))
     sys.exit(main())
