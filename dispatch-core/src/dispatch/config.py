@@ -154,7 +154,7 @@ def _profiles(path: Path) -> dict[str, dict[str, Any]]:
 
 def _layer(path: Path, name: str, table: dict[str, Any], source: str) -> list[Setting]:
     """One file's profile as settings, each checked, errors naming file, profile and key."""
-    from dispatch.client import build_resources
+    from dispatch.inputs import build_resources
 
     where = f"{path}: [profile.{name}]"
     unknown = sorted(set(table) - set(_TEXT_KEYS) - set(_TABLES))

@@ -102,7 +102,7 @@ def check_arguments(kwargs: dict[str, Any]) -> None:
 
     Paths are exempt: a file may have any name, and it is only opened, never recorded.
     """
-    from dispatch.client import check_text
+    from dispatch.inputs import check_text
 
     ctx = click.get_current_context(silent=True)
     if ctx is None or ctx.command is None:

@@ -119,7 +119,7 @@ def submit(
         resources["time_limit"] = units.duration(time_limit, "--time")
     script = None
     if script_file is not None:
-        from dispatch.client import default_name
+        from dispatch.inputs import default_name
         from dispatch.userfiles import SCRIPT_LIMIT, read_text
 
         script = read_text(script_file, "--script", SCRIPT_LIMIT)
