@@ -16,7 +16,7 @@ from dispatch.client import Client
 from dispatch.notify import Notifier
 from dispatch.policy import RecoveryPolicy, Rule
 from dispatch.store import open_store
-from notify.conftest import Receiver
+from notify.notify_receiver import Receiver
 
 HOLD = RecoveryPolicy(rules=(Rule(on=("non-zero-exit",), action="hold"),))  # type: ignore[arg-type]
 
