@@ -51,6 +51,7 @@ from dispatch import (
     hookimpl,
 )
 
+from dispatch_slurm import warning as slurm_warning
 from dispatch_slurm.attribute import attribution_queries, silent_nodes
 from dispatch_slurm.launch import WRAPPER, job_environment, log_dir
 from dispatch_slurm.logs import read_logs
@@ -188,6 +189,7 @@ def sbatch_argv(job_id: str, submission: int, spec: JobSpec, gated: bool,
         argv.append(f"--time={minutes}")
     if spec.exclude_nodes:
         argv.append(f"--exclude={','.join(sorted(spec.exclude_nodes))}")
+    argv += slurm_warning.signal_option(spec.warn)  # S-45: --signal=B:SIG@SECONDS
     # a requeued execution appends to what the earlier one printed (S-46)
     argv.append("--open-mode=append")
     if not spec.options.get("output"):
@@ -237,8 +239,9 @@ class SlurmBackend:
             argv = sbatch_argv(job_id, submission, spec, gated, path)
             # Slurm cannot start a job whose output directory is missing
             log_dir(job_id, submission).mkdir(parents=True, exist_ok=True, mode=0o700)
-            result = self.runner.run(argv, env=job_environment(job_id, submission, spec.env),
-                                     inherit_env=False)
+            env = job_environment(job_id, submission, spec.env)
+            env |= slurm_warning.environment(job_id, spec)  # S-44: DISPATCH_CHECKPOINT_DIR
+            result = self.runner.run(argv, env=env, inherit_env=False)
         finally:
             os.unlink(path)
         if not result.ok:
@@ -296,6 +299,7 @@ class SlurmBackend:
             events_text = events.stdout if events.ok else ""
         objects = build_objects(squeue.stdout, sacct.stdout, nodes, set(wanted), at,
                                 steps_text=steps_text, events_text=events_text)
+        objects = slurm_warning.reclassify(objects)  # S-45: ended after the warning
         return Discovery(backend=NAME, at=at, objects=tuple(objects))
 
     # -- logs ---------------------------------------------------------------------------

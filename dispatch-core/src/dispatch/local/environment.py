@@ -34,6 +34,7 @@ from pathlib import Path
 
 from dispatch.enums import Launcher
 from dispatch.errors import DecodeError
+from dispatch.local import endings
 from dispatch.local.layout import StateDir, job_key, private_mkdir, write_atomic
 from dispatch.local.records import ObjectMeta
 
@@ -137,4 +138,5 @@ def for_job(state: StateDir, meta: ObjectMeta) -> dict[str, str]:
         **submitters(state, meta.job_id),
         **meta.spec.env,
         **contract(meta, resumed=resumed(state, meta), port=port),
+        **endings.environment(state, meta),  # S-44: DISPATCH_CHECKPOINT_DIR, _HEARTBEAT
     }

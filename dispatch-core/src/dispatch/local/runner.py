@@ -34,7 +34,7 @@ from typing import BinaryIO, TypeVar
 from dispatch.cause import Cause
 from dispatch.enums import CauseKind, Provenance
 from dispatch.errors import DecodeError
-from dispatch.local import environment, keeper
+from dispatch.local import endings, environment, keeper
 from dispatch.local.layout import ObjectDir, StateDir, create_once, write_atomic
 from dispatch.local.processes import (
     exit_cause,
@@ -220,11 +220,18 @@ class Runner:
         reason: tuple[str, Cause] | None = None
         kill_at = 0.0
         killed = False
+        warning = self.meta.spec.warn  # S-45: dispatch.local.endings
+        warn_at = endings.warn_at(warning, deadline)
+        first = signal.SIGTERM
+        beat = endings.LogBeat(self.obj, self.meta.spec.heartbeat)
         while not _exited(keeper_pid):
+            beat.follow()
             if reason is None:
                 reason = self._stop_request() or self._signal_reason() or self._timed_out(deadline)
+                reason = reason or self._warned(warn_at)
                 if reason is not None:
-                    _signal_group(command, signal.SIGTERM)
+                    first, grace = endings.opening(warning, grace, deadline, time.monotonic())
+                    _signal_group(command, first)
                     kill_at = time.monotonic() + grace
             elif not killed and time.monotonic() >= kill_at:
                 _signal_group(command, signal.SIGKILL)
@@ -249,9 +256,7 @@ class Runner:
             self._end("exited", exit_cause(returncode), launched=True)
             return
         state, why = reason
-        sent = "sent SIGTERM to its process group"
-        if killed:
-            sent += f", then SIGKILL after a grace of {grace:g}s"
+        sent = endings.sent_words(first, grace, killed)
         detail = f"{why.detail}; {sent}; the command ended: {exit_words(returncode)}"
         cause = why.model_copy(update={"detail": detail, "exit_code": exit_code(returncode)})
         self._end(state, cause, launched=True)
@@ -262,6 +267,15 @@ class Runner:
         detail = f"time limit of {self.meta.spec.resources.time_limit} reached"
         cause = Cause(kind=CauseKind.TIME_LIMIT, provenance=Provenance.SCHEDULER, detail=detail)
         return "timed-out", cause
+
+    def _warned(self, warn_at: float | None) -> tuple[str, Cause] | None:
+        """The time limit's warning is due: the ending is the time limit's (S-45)."""
+        timed_out = self._timed_out(warn_at)
+        if timed_out is None or self.meta.spec.warn is None:
+            return None
+        limit = self.meta.spec.resources.time_limit
+        detail = endings.warned_detail(self.meta.spec.warn, limit)
+        return timed_out[0], timed_out[1].model_copy(update={"detail": detail})
 
     def _signal_reason(self) -> tuple[str, Cause] | None:
         """A signal the runner received, as the ending it means (see the module)."""

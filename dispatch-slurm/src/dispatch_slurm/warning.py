@@ -1,0 +1,109 @@
+"""A job's warning and checkpoint directory on Slurm (S-44, S-45; dispatch-core/docs/endings.md).
+
+- **Warning** (``spec.warn``, e.g. USR1@90s) becomes ``sbatch --signal=B:USR1@90``:
+  Slurm signals the batch shell (dispatch's launch wrapper) that long before the time
+  limit (up to 60 s earlier: slurmctld looks once a minute). The wrapper, which traps it,
+  writes one line to the submission's log directory, ``warnings``, with what Slurm's
+  ``squeue`` says of the job at that moment (time left, time limit), and passes the signal
+  on to every step (``scancel --signal``), so each rank gets it.
+- **Classification** (S-45): Slurm records a job that caught the warning and exited by
+  itself as ``COMPLETED`` (or ``FAILED``), not ``TIMEOUT``; the evidence that its time limit
+  ended it is the wrapper's line for that execution. :func:`reclassify` turns such an
+  execution's application ending into ``time-limit`` (provenance scheduler), its detail
+  holding both the wrapper's words (Slurm's time left) and Slurm's own state and exit.
+  A preemption needs nothing: sacct says ``PREEMPTED`` whatever the exit code.
+- **Checkpoint directory**: ``spec.checkpoint_dir``, else ``<log root>/job-<key>/checkpoint``
+  (0700, one per job, the same for every submission and requeue), exported as
+  ``DISPATCH_CHECKPOINT_DIR``; must be on a file system every node reaches, like the logs.
+
+A batch script given as ``spec.script`` is the batch shell itself: it gets the signal
+directly and writes no ``warnings`` line, so its exit after the warning is read as its
+exit (documented limitation: submit the script as a command, ``bash train.sh``, to have
+the wrapper's evidence).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from dispatch import Cause, CauseKind, JobSpec, ObjectView, Provenance
+from dispatch.core.warning import EndWarning
+
+from dispatch_slurm.launch import log_dir, log_root
+from dispatch_slurm.tags import encode_job_id
+
+#: the line the wrapper writes when Slurm's signal reaches it
+LINE = re.compile(r"^execution=(\d+) signal=(\S+) (.*)$")
+#: the application endings a warning turns into the time limit's
+APPLICATION_ENDINGS = frozenset({CauseKind.NONE, CauseKind.NON_ZERO_EXIT})
+
+
+def signal_option(warning: EndWarning | None) -> list[str]:
+    return [] if warning is None else [f"--signal=B:{warning.signal}@{warning.seconds}"]
+
+
+def checkpoint_dir(job_id: str, spec: JobSpec) -> Path:
+    if spec.checkpoint_dir is not None:
+        return Path(spec.checkpoint_dir)
+    return log_root() / f"job-{encode_job_id(job_id)}" / "checkpoint"
+
+
+def environment(job_id: str, spec: JobSpec) -> dict[str, str]:
+    """What the job's environment gets for its endings; creates the directory (0700)."""
+    directory = checkpoint_dir(job_id, spec)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    added = {"DISPATCH_CHECKPOINT_DIR": str(directory)}
+    if spec.warn is not None:
+        added["DISPATCH_WARN_SIGNAL"] = spec.warn.signal
+    if spec.heartbeat is not None:
+        added["DISPATCH_HEARTBEAT"] = spec.heartbeat
+    return added
+
+
+def warnings(job_id: str, submission: int) -> dict[int, str]:
+    """The wrapper's words per execution index, from the submission's log directory."""
+    try:
+        text = (log_dir(job_id, submission) / "warnings").read_text(errors="replace")
+    except OSError:
+        return {}
+    found: dict[int, str] = {}
+    for line in text.splitlines():
+        match = LINE.match(line.strip())
+        if match and int(match.group(1)) not in found:
+            found[int(match.group(1))] = f"{match.group(2)} {match.group(3)}"
+    return found
+
+
+def _warned(cause: Cause | None, words: str) -> Cause | None:
+    if cause is None or cause.kind not in APPLICATION_ENDINGS:
+        return cause
+    detail = (
+        f"time limit: Slurm sent the warning {words}; the job then ended by itself: {cause.detail}"
+    )
+    return cause.model_copy(
+        update={"kind": CauseKind.TIME_LIMIT, "provenance": Provenance.SCHEDULER, "detail": detail}
+    )
+
+
+def reclassify(objects: Iterable[ObjectView]) -> list[ObjectView]:
+    """Each execution ended after the time limit's warning is the time limit's (S-45)."""
+    out: list[ObjectView] = []
+    for view in objects:
+        said = warnings(view.job_id, view.submission)
+        if not said:
+            out.append(view)
+            continue
+        executions = tuple(
+            e.model_copy(update={"cause": _warned(e.cause, said[e.index])})
+            if e.index in said and e.ended
+            else e
+            for e in view.executions
+        )
+        cause = view.cause
+        last = executions[-1] if executions else None
+        if cause is not None and last is not None and last.index in said and last.ended:
+            cause = _warned(cause, said[last.index])
+        out.append(view.model_copy(update={"executions": executions, "cause": cause}))
+    return out
