@@ -59,6 +59,13 @@ export DISPATCH_EXECUTION=${SLURM_RESTART_COUNT:-0}
 DISPATCH_RESUMED=0
 if ((DISPATCH_EXECUTION > 0 || ${DISPATCH_SUBMISSION:-1} > 1)); then DISPATCH_RESUMED=1; fi
 export DISPATCH_RESUMED PYTHONUNBUFFERED=1
+warned=0  # the warning (sbatch --signal=B:SIG@S): noted, passed on to every step (warning.py)
+if [[ -n ${DISPATCH_WARN_SIGNAL:-} ]]; then
+  trap 'warned=1
+    echo "execution=$DISPATCH_EXECUTION signal=SIG$DISPATCH_WARN_SIGNAL $(squeue -h -j \
+      "$SLURM_JOB_ID" -o "time_left=%L time_limit=%l") at=$(date -u +%FT%TZ)" >>"$logdir/warnings"
+    scancel --quiet --signal="$DISPATCH_WARN_SIGNAL" "$SLURM_JOB_ID"' "$DISPATCH_WARN_SIGNAL"
+fi
 echo "execution=$DISPATCH_EXECUTION nodes=${nodes[*]} tasks_per_node=$LOCAL_WORLD_SIZE" \
   >>"$logdir/layout"
 echo "dispatch: execution $DISPATCH_EXECUTION on ${nodes[*]}," \
@@ -90,6 +97,7 @@ status=0
 for _ in "${pids[@]}"; do
   wait -n
   rc=$?
+  while ((rc > 128 && warned == 1)); do warned=2; wait -n; rc=$?; done  # the trap woke it
   if ((rc != 0 && status == 0)); then
     status=$rc
     echo "dispatch: a step ended with status $rc: cancelling the job's other steps"
