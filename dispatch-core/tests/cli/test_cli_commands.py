@@ -310,4 +310,20 @@ def test_status_without_record_is_object_only_S29(sh: Shell) -> None:
 
 def test_help_lists_the_commands() -> None:
     out = subprocess.run([DISPATCH, "--help"], capture_output=True, text=True, check=True)
-    assert "submit" in out.stdout
+    listed = {line.split()[0] for line in out.stdout.split("Commands:")[1].splitlines() if line}
+    assert listed == {
+        "backends",
+        "plan",
+        "submit",
+        "status",
+        "list",
+        "watch",
+        "history",
+        "logs",
+        "cancel",
+        "resubmit",
+        "give-up",
+        "supersede",
+        "supervise",
+        "config",
+    }
