@@ -120,3 +120,14 @@ def test_deferred_when_the_scheduler_is_unreachable_S5(client: Client, tmp_path:
         moved.rename(local)
     assert job.record().cancel is not None  # the request is in the record
     assert job.wait(timeout=60, interval=0.2).state is State.CANCELLED
+
+
+def test_supervise_once_then_follow_the_logs_S46(client: Client) -> None:
+    job = client.submit(["sh", "-c", "echo a; sleep 0.5; echo b >&2; echo c"])
+    report = client.supervise(once=True)
+    assert report.submitted == 1
+    out = b"".join(c.data for c in job.logs(follow=True, interval=0.2))
+    assert out == b"a\nc\n"
+    assert [c.text for c in job.logs(stream="stderr")] == ["b\n"]
+    with pytest.raises(BadInput, match="stdout or stderr"):
+        job.logs(stream="both")
