@@ -90,3 +90,15 @@ def test_large_log_streams_with_flat_memory_S46(sh: Shell) -> None:
     assert out.returncode == 0, out.stderr
     peak_mib = int(out.stdout) / 1024
     assert peak_mib < 110, f"dispatch logs of a {size >> 20} MiB log peaked at {peak_mib:.0f} MiB"
+
+
+def test_a_reader_that_goes_away_is_no_traceback(sh: Shell) -> None:
+    job = _done(sh, "seq", "1", "300000")
+    proc = subprocess.Popen(
+        [DISPATCH, "logs", job], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=sh.env
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline() == b"1\n"
+    proc.stdout.close()  # as `dispatch logs JOB | head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err
