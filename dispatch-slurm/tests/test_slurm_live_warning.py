@@ -30,8 +30,11 @@ while :; do step=$((step + 1)); sleep 0.2; done
 def test_the_warning_becomes_sbatch_signal_S45() -> None:
     spec = JobSpec(command=("true",), warn=parse_warning("USR1@90s"))
     assert "--signal=B:USR1@90" in sbatch_argv("j-argv", 1, spec, False, "/x.sh")
-    assert not [w for w in sbatch_argv("j-argv", 1, JobSpec(command=("true",)), False, "/x")
-                if w.startswith("--signal")]
+    assert not [
+        w
+        for w in sbatch_argv("j-argv", 1, JobSpec(command=("true",)), False, "/x")
+        if w.startswith("--signal")
+    ]
 
 
 def test_a_job_that_checkpoints_on_the_warning_and_exits_0_is_time_limit_S45_S44(
@@ -42,15 +45,22 @@ def test_a_job_that_checkpoints_on_the_warning_and_exits_0_is_time_limit_S45_S44
     script.write_text(TRAIN)
     out = Path(workdir) / "out"
     spec = JobSpec(
-        name="live-warn", command=("bash", str(script)), workdir=workdir,
-        env={"OUT": str(out)}, warn=parse_warning("USR1@45s"),
+        name="live-warn",
+        command=("bash", str(script)),
+        workdir=workdir,
+        env={"OUT": str(out)},
+        warn=parse_warning("USR1@45s"),
         resources=Resources(nodes=2, time_limit=timedelta(minutes=1)),
         options={"partition": "high"},
     )
     oid = backend.dispatch_submit(job, 1, spec, False)
     try:
-        seen = wait_for(backend.dispatch_discover, [job],
-                        lambda s: job in s and s[job].phase is Phase.ENDED, timeout=150)[job]
+        seen = wait_for(
+            backend.dispatch_discover,
+            [job],
+            lambda s: job in s and s[job].phase is Phase.ENDED,
+            timeout=150,
+        )[job]
     finally:
         backend.dispatch_stop(oid, STOP)
     cause = seen.cause

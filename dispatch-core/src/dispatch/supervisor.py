@@ -43,6 +43,7 @@ from dispatch.errors import DecodeError, DispatchError, RecordConflict, SubmitRe
 from dispatch.events import Event, SubmissionCreated, SubmissionFailed
 from dispatch.folding import fold
 from dispatch.job import Job
+from dispatch.stalls import progress_effects
 from dispatch.store.base import Batch, Lease, RecordStore
 
 log = logging.getLogger("dispatch.supervisor")
@@ -182,6 +183,7 @@ class Supervisor:
             for job in jobs:
                 try:
                     effects = decide(job, discovery, job.plan, now)
+                    effects = effects or progress_effects(job, discovery, now)  # S-47
                 except Exception as exc:  # a fault deciding one job must not stop the rest
                     log.exception("job %s: deciding failed", job.job_id)
                     report.errors.append(f"job {job.job_id}: deciding failed: {exc!r}")

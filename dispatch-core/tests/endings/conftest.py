@@ -47,12 +47,3 @@ def settle(local: LocalBackend) -> Callable[..., ObjectView]:
         pytest.fail(f"{object_id}: condition not met in {TIMEOUT}s; last seen {seen}")
 
     return wait
-
-
-def wait_for(path: Path, timeout: float = TIMEOUT) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().endswith("\n"):
-            return path.read_text()
-        time.sleep(0.05)
-    pytest.fail(f"{path} was not written in {timeout}s")

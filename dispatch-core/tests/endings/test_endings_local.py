@@ -12,7 +12,7 @@ from pathlib import Path
 from dispatch import Cause, CauseKind, JobSpec, ObjectView, Phase, Provenance, Resources
 from dispatch.local.backend import LocalBackend
 from dispatch.warning import parse_warning
-from endings.conftest import wait_for
+from endings.endings_files import wait_for
 
 #: traps the warning, writes a checkpoint in DISPATCH_CHECKPOINT_DIR and exits 0
 CHECKPOINTING = """#!/bin/sh

@@ -34,7 +34,7 @@ class Stall:
             else f"no heartbeat since it started at {self.since:%Y-%m-%d %H:%M:%S} UTC"
         )
         return (
-            f"job {self.job_id}: no progress for {words(self.silent_for)} "
+            f"no progress for {words(self.silent_for)} "
             f"(window {words(self.window)}); {last}; state and cause unchanged, "
             "a person decides"
         )
