@@ -51,7 +51,9 @@ NODES="${DISPATCH_KUBE_NODES:-4}"
 export GOMODCACHE="$CACHE/gomod" GOCACHE="$CACHE/gocache" GOTOOLCHAIN=local GOFLAGS=-mod=readonly
 export GOPROXY="${GOPROXY:-https://proxy.golang.org,direct}"
 
-die() { echo "start-kube: $*" >&2; exit 1; }
+# die may run inside a probe whose output is discarded: it writes to the saved stderr (fd 3)
+exec 3>&2
+die() { echo "start-kube: $*" >&3; exit 1; }
 now() { date +%s.%N; }
 took() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -242,8 +244,6 @@ metrics:
   bindAddress: "0"
 health:
   healthProbeBindAddress: 127.0.0.1:$JOBSET_HEALTH_PORT
-  readinessEndpointName: readyz
-  livenessEndpointName: healthz
 CFG
   cat >"$RUN/trainer-config.yaml" <<CFG
 apiVersion: config.trainer.kubeflow.org/v1alpha1
@@ -298,6 +298,7 @@ start() {
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
     --default-not-ready-toleration-seconds 10 --default-unreachable-toleration-seconds 10 \
+    --endpoint-reconciler-type none \
     --cert-dir "$RUN/apiserver-certs" --profiling=false --v 1
   wait_for kube-apiserver 120 alive_and kube-apiserver kcurl "$API/readyz"
 
@@ -318,7 +319,7 @@ start() {
     --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false --v 1
   launch kwok --kubeconfig "$KUBECONFIG_FILE" --config "$RUN/kwok.yaml" \
     --manage-nodes-with-label-selector dispatch.dev/kwok=managed \
-    --node-lease-duration-seconds 8 --cidr 10.244.0.0/16 --node-ip 10.0.0.2
+    --node-lease-duration-seconds 8 --cidr 10.244.0.0/16 --node-ip 10.0.0.2 --v WARN
   launch jobset-controller --kubeconfig "$KUBECONFIG_FILE" --config "$RUN/jobset-config.yaml" \
     --zap-log-level info
   # TMPDIR: controller-runtime's default webhook cert dir is $TMPDIR/k8s-webhook-server/serving-certs
