@@ -99,7 +99,7 @@ class Points:
 
             init(sup, *args, step=step, **kwargs)
 
-        Supervisor.__init__ = supervisor_init  # type: ignore[method-assign]
+        setattr(Supervisor, "__init__", supervisor_init)  # noqa: B010 - ours, by name
         for name, method in LOCAL_STEPS.items():
             setattr(LocalBackend, method, _after(getattr(LocalBackend, method), name, points))
 
@@ -372,9 +372,9 @@ class Campaign:
             if self._all_done(list(kinds)):
                 break
             time.sleep(0.2)
-        for stubborn in [j for j, k in kinds.items() if k == "stubborn" and j not in cancelled]:
-            self.machine.run("cancel", stubborn)
-            cancelled.add(stubborn)
+        for job in [j for j, k in kinds.items() if k == "stubborn" and j not in cancelled]:
+            self.machine.run("cancel", job)
+            cancelled.add(job)
         settle = time.monotonic() + 120
         while not self._all_done(list(kinds)) and time.monotonic() < settle:
             self._watch(list(kinds))
