@@ -10,7 +10,8 @@ subprocess, as a person runs it; every resolving command gets a job of its own.
 
 Run: .venv/bin/python benchmarks/scale_commands.py [--jobs 100000] [--runs 7]
      [--store sqlite|postgres]
-Figures are printed (medians, min-max), never asserted.
+Figures are printed (medians, min-max), never asserted. The two records are measured
+interleaved (one run on each in turn), so the machine's load falls on both alike.
 """
 
 from __future__ import annotations
@@ -82,17 +83,19 @@ def _time(args: list[str], env: dict[str, str]) -> float:
     return (time.perf_counter() - t) * 1000
 
 
-def _measure(store_url: str, state: Path, jobs: list[str], runs: int) -> dict[str, list[float]]:
-    env = _env(store_url, state)
-    spare = iter(jobs[1:])
-    figures: dict[str, list[float]] = {}
-    for command in COMMANDS:
+def _measure(records: list[tuple[str, Path, list[str]]], runs: int) -> list[dict[str, list[float]]]:
+    """Each command on every record in turn, run after run: the load of a shared machine
+    falls on both records alike, so their ratio holds even when the figures drift."""
+    envs = [_env(url, state) for url, state, _ in records]
+    spares = [iter(jobs[1:]) for _, _, jobs in records]
+    figures: list[dict[str, list[float]]] = [{} for _ in records]
+    for env, (_, _, jobs) in zip(envs, records, strict=True):
         subprocess.run([DISPATCH, "status", jobs[0]], env=env, capture_output=True)  # warm
-        times = []
+    for command in COMMANDS:
         for _ in range(runs):
-            job = next(spare) if command in RESOLVING else jobs[0]
-            times.append(_time([DISPATCH, command, job], env))
-        figures[command] = times
+            for n, (env, (_, _, jobs)) in enumerate(zip(envs, records, strict=True)):
+                job = next(spares[n]) if command in RESOLVING else jobs[0]
+                figures[n].setdefault(command, []).append(_time([DISPATCH, command, job], env))
     return figures
 
 
@@ -115,6 +118,7 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="dispatch-scale-"))
     small_dir, big_dir = root / "small", root / "big"
+    load = f"{os.getloadavg()[0]:.1f}"
     for d in (small_dir, big_dir):
         d.mkdir(mode=0o700)
     small, big = _store_url(args.store, small_dir), _store_url(args.store, big_dir)
@@ -129,8 +133,10 @@ def main() -> None:
         f"{time.perf_counter() - t:.1f} s; one-job record: the same job "
         f"(+{3 * args.runs} spares to resolve)"
     )
-    small_fig = _measure(small, small_dir, small_jobs, args.runs)
-    big_fig = _measure(big, big_dir, big_jobs, args.runs)
+    small_fig, big_fig = _measure(
+        [(small, small_dir, small_jobs), (big, big_dir, big_jobs)], args.runs
+    )
+    print(f"load average before/after: {load} / {os.getloadavg()[0]:.1f} (2 cores)")
     print(
         f"{'command':<10} {'1-job record ms':>22} {f'{args.jobs}-job record ms':>24} {'ratio':>6}"
     )
