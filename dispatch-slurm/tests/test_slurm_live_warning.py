@@ -4,6 +4,7 @@ job that checkpoints on the warning and exits 0 ending ``time-limit``, not ``suc
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from dispatch import Cause, CauseKind, JobSpec, Phase, Provenance, Resources
 from dispatch.warning import parse_warning
 from dispatch_slurm.backend import sbatch_argv
+from dispatch_slurm.launch import log_dir
 from dispatch_slurm_testing.provoke import wait_for
 
 pytestmark = pytest.mark.live
@@ -75,3 +77,59 @@ def test_a_job_that_checkpoints_on_the_warning_and_exits_0_is_time_limit_S45_S44
     ckpt = Path(lines[0].split("ckpt=")[1].split()[0])
     assert {p.name for p in ckpt.iterdir()} == {"ckpt.0", "ckpt.1"}
     assert all(p.read_text().startswith(f"rank {p.suffix[1:]} step ") for p in ckpt.iterdir())
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "resume" / "train.py"
+
+
+def test_a_job_preempted_twice_continues_its_step_count_S44(
+    backend, provoker, workdir: str
+) -> None:
+    """examples/resume/train.py, requeued by Slurm after each preemption: every execution
+    starts where the checkpoint left it, the last one finishes the steps."""
+    import shutil
+    import sys
+
+    job = f"live-resume-{uuid.uuid4().hex[:8]}"
+    script = Path(workdir) / "train.py"
+    shutil.copy(EXAMPLE, script)
+    spec = JobSpec(
+        name="live-resume",
+        command=(sys.executable, str(script), "--steps", "400"),
+        workdir=workdir,
+        warn=parse_warning("USR1@60s"),
+        options={"partition": "low", "requeue": "yes", "output": f"{workdir}/%j.out"},
+    )
+    oid = backend.dispatch_submit(job, 1, spec, False)
+    try:
+        for preemptions in (1, 2):
+            wait_for(
+                backend.dispatch_discover,
+                [job],
+                lambda s, n=preemptions: (
+                    job in s
+                    and s[job].phase is Phase.RUNNING
+                    and len(s[job].executions) == n
+                ),
+                timeout=120,
+            )
+            time.sleep(3)  # let it make some steps
+            provoker.preempt({job: oid}, rerun_seconds=3)
+        seen = wait_for(
+            backend.dispatch_discover,
+            [job],
+            lambda s: job in s and s[job].phase is Phase.ENDED,
+            timeout=240,
+        )[job]
+    finally:
+        backend.dispatch_stop(oid, STOP)
+    assert [e.cause.kind for e in seen.executions] == [
+        CauseKind.PREEMPTED,
+        CauseKind.PREEMPTED,
+        CauseKind.NONE,
+    ], seen.executions
+    text = "".join(p.read_text() for p in sorted(log_dir(job, 1).glob("node*.out")))
+    starts = [int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if "starts at step" in line]
+    assert len(starts) == 3 and starts[0] == 0 and 0 < starts[1] < starts[2] < 400, text
+    assert "stopped at step 400: done" in text
+    print(text)

@@ -16,8 +16,11 @@ step = int(ckpt.read_text()) if ckpt.exists() else 0  # RESUME 2
 stop = []
 for name in ("SIGUSR1", "SIGTERM"):  # the warning, and a preemption's SIGTERM
     signal.signal(getattr(signal, name), lambda n, _f: stop.append(n))
-print(f"execution {os.environ.get('DISPATCH_EXECUTION')} resumed="
-      f"{os.environ.get('DISPATCH_RESUMED')} starts at step {step}", flush=True)
+print(
+    f"execution {os.environ.get('DISPATCH_EXECUTION')} resumed="
+    f"{os.environ.get('DISPATCH_RESUMED')} starts at step {step}",
+    flush=True,
+)
 while step < steps and not stop:
     time.sleep(0.1)  # one training step
     step += 1
