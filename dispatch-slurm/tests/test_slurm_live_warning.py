@@ -107,9 +107,7 @@ def test_a_job_preempted_twice_continues_its_step_count_S44(
                 backend.dispatch_discover,
                 [job],
                 lambda s, n=preemptions: (
-                    job in s
-                    and s[job].phase is Phase.RUNNING
-                    and len(s[job].executions) == n
+                    job in s and s[job].phase is Phase.RUNNING and len(s[job].executions) == n
                 ),
                 timeout=120,
             )
