@@ -50,6 +50,10 @@ if TYPE_CHECKING:
     PolicyArg = RecoveryPolicy | str | os.PathLike[str] | None
 
 
+#: How many times a request is read and appended again when another writer got there first.
+REQUEST_ATTEMPTS = 5
+
+
 class Deferred(Unreachable):
     """A request was recorded but the scheduler could not be reached to carry it out now;
     any supervisor carries it out once it can (the record holds it)."""
@@ -450,10 +454,19 @@ class Client:
         """Append what a person asked, then run one supervisor tick on the job so it
         happens now; :class:`Deferred` when the scheduler could not be reached for it."""
         from dispatch.jobs import append_request, load_job, status_of
+        from dispatch.store.base import VersionConflict
 
         check_text(job_id, "job id")
-        job = load_job(self.store, job_id)
-        append_request(self.store, job, self._on_look_ahead(job, make))
+        for attempt in range(1, REQUEST_ATTEMPTS + 1):
+            # A supervisor may append between our read and our append (issue 15.11): read
+            # again and ask again; a request the new record refuses is refused in its words.
+            job = load_job(self.store, job_id)
+            try:
+                append_request(self.store, job, self._on_look_ahead(job, make))
+                break
+            except VersionConflict:
+                if attempt == REQUEST_ATTEMPTS:
+                    raise
         supervisor = self.supervisor([job_id])
         try:
             report = supervisor.tick()

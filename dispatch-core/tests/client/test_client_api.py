@@ -6,13 +6,17 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dispatch.client import Client, Deferred, JobHandle, WaitTimeout
 from dispatch.enums import State
 from dispatch.errors import BadInput, NotAllowed
+from dispatch.events import EscalationRaised
 from dispatch.policy import RecoveryPolicy, Rule
+from dispatch.store.sqlite import SQLiteStore
 
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 
@@ -131,3 +135,36 @@ def test_supervise_once_then_follow_the_logs_S46(client: Client) -> None:
     assert [c.text for c in job.logs(stream="stderr")] == ["b\n"]
     with pytest.raises(BadInput, match="stdout or stderr"):
         job.logs(stream="both")
+
+
+class RacingStore(SQLiteStore):
+    """A real SQLite record where another writer appends just before our next append
+    (what a supervisor's tick does when a request races it)."""
+
+    race = 0
+
+    def append(self, job_id: str, expected_version: int, events: Any, *, lease: Any = None) -> int:
+        if self.race:
+            self.race -= 1
+            version = self.read(job_id)[-1].seq
+            other = EscalationRaised(
+                job_id=job_id, seq=version + 1, at=datetime.now(UTC), reason="another writer"
+            )
+            super().append(job_id, version, [other])
+        return super().append(job_id, expected_version, events, lease=lease)
+
+
+def test_a_request_racing_another_writer_is_read_and_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 15.11: a cancel racing the supervisor exited 4 (record conflict)."""
+    monkeypatch.setenv("DISPATCH_LOCAL_DIR", str(tmp_path / "local"))
+    store = RacingStore(tmp_path / "record.db")
+    client = Client(store)
+    job = client.submit(["sleep", "30"])
+    store.race = 2
+    assert job.cancel().state.value in ("cancelled", "pending", "running")
+    events = [t.event for t in job.history()]
+    assert events.count("escalation-raised") == 2  # the racing writer's, kept
+    assert job.record().cancel is not None
+    assert job.wait(timeout=60, interval=0.2).state.value == "cancelled"
