@@ -29,6 +29,7 @@ _WHERE: dict[str, str] = {
     "Discovery": "dispatch.discovery",
     "DispatchError": "dispatch.errors",
     "Effect": "dispatch.core.effects",
+    "EndWarning": "dispatch.core.warning",
     "Enforcer": "dispatch.enums",
     "Escalation": "dispatch.core.job",
     "Event": "dispatch.events",
@@ -115,6 +116,7 @@ if TYPE_CHECKING:
     from dispatch.core.projection import project as project
     from dispatch.core.status import Status as Status
     from dispatch.core.status import SubmissionStatus as SubmissionStatus
+    from dispatch.core.warning import EndWarning as EndWarning
     from dispatch.declarations import Declarations as Declarations
     from dispatch.discovery import Discovery as Discovery
     from dispatch.discovery import Execution as Execution

@@ -38,9 +38,10 @@ from dispatch.events import (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class _Draft:
-    """A submission being folded: a mutable ``Submission`` (same fields, same defaults)."""
+    """A submission being folded: a mutable ``Submission`` (same fields, same defaults;
+    slots and a spelled-out ``freeze``: a fold makes many, and the collector scans them)."""
 
     number: int
     requested_at: datetime
@@ -55,6 +56,23 @@ class _Draft:
     native_recoveries: tuple[int, ...] = ()
     ended_by: Cause | None = None
     exclude_nodes: frozenset[str] = frozenset()
+
+    def freeze(self) -> Submission:
+        return Submission.trusted(
+            number=self.number,
+            requested_at=self.requested_at,
+            gated=self.gated,
+            object_id=self.object_id,
+            adopted=self.adopted,
+            failed=self.failed,
+            gate_opened=self.gate_opened,
+            stopped=self.stopped,
+            missing_since=self.missing_since,
+            handled=self.handled,
+            native_recoveries=self.native_recoveries,
+            ended_by=self.ended_by,
+            exclude_nodes=self.exclude_nodes,
+        )
 
 
 class _Scratch:
@@ -108,7 +126,7 @@ class _Scratch:
             plan=c.plan,
             created_at=c.at,
             version=self.version,
-            submissions=tuple(Submission.trusted(**vars(s)) for s in self.submissions),
+            submissions=tuple(s.freeze() for s in self.submissions),
             spent=dict(self.spent),
             awaiting_submission=self.awaiting,
             hold=self.hold,
@@ -297,7 +315,7 @@ def _thaw(job: Job) -> _Scratch:
     )
     s = _Scratch(created)
     s.version = job.version
-    s.submissions = [_Draft(**vars(sub)) for sub in job.submissions]
+    s.submissions = [_Draft(**sub.__dict__) for sub in job.submissions]
     s.spent = dict(job.spent)
     s.awaiting = job.awaiting_submission
     s.hold = job.hold
