@@ -109,3 +109,16 @@ def test_a_down_event_later_than_the_job_end_still_names_the_silent_node_S42() -
     job = "live-torchrun-kill-5cdbb49c"
     obj = _discover("torchrun-node-lost-late-event", job)[job]
     assert (obj.cause.kind, obj.cause.nodes) == (CauseKind.NODE_LOST, ("node4",))
+
+
+def test_with_two_tasks_per_node_the_step_srun_ended_itself_names_the_node_S42() -> None:
+    """Rank 3 exited 5 on node2; --kill-on-bad-exit ended its step: sacct says CANCELLED
+    0:15 with no `by <uid>` (and keeps no per-task code), while the step the wrapper
+    cancelled on node1 says `CANCELLED by 0`. (Recorded before the wrapper passed the
+    task's own status on, so the job's code here is srun's 143.)"""
+    job = "kit-bc736282d2c9"
+    obj = _discover("two-tasks-per-node-rank-failed", job)[job]
+    assert obj.cause.kind is CauseKind.NON_ZERO_EXIT
+    assert obj.cause.nodes == ("node2",) and obj.cause.rank is None
+    by_node = {c.nodes: c.kind for c in obj.executions[0].node_causes}
+    assert by_node == {("node1",): CauseKind.CANCELLED, ("node2",): CauseKind.NON_ZERO_EXIT}

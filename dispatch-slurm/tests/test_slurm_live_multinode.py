@@ -21,6 +21,10 @@ from dispatch_slurm_testing.provoke import Provoker, wait_for
 
 pytestmark = pytest.mark.live
 
+#: the top-tier partition (PreemptMode=OFF): another test preempting `low` jobs to make
+#: room cannot end these
+UNPREEMPTED = "high"
+
 ENV_LINE = ("sh", "-c", "echo CONTRACT RANK=$RANK LOCAL_RANK=$LOCAL_RANK "
             "WORLD_SIZE=$WORLD_SIZE NODE_RANK=$NODE_RANK NNODES=$NNODES "
             "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE MASTER_ADDR=$MASTER_ADDR "
@@ -167,7 +171,7 @@ def test_logs_are_per_node_and_rank_and_a_requeue_appends_S46(backend, provoker)
 
 def _two_node_long(provoker: Provoker, where: str, requeue: str = "no") -> JobSpec:
     return provoker.spec(("sleep", "600"), resources=Resources(nodes=2), requeue=requeue,
-                         sbatch_args=f"--nodelist={where}")
+                         sbatch_args=f"--nodelist={where}", partition=UNPREEMPTED)
 
 
 def test_a_lost_node_is_named_batch_node_and_other_node_S42(backend, provoker) -> None:
@@ -228,3 +232,19 @@ def test_a_lost_node_under_native_requeue_and_a_node_set_down_are_named_S42(
     assert seen[down].cause.kind is CauseKind.NODE_LOST
     assert seen[down].cause.nodes == ("node4",)
     assert "node4 down" in seen[down].cause.detail
+
+
+def test_with_two_tasks_per_node_the_failing_tasks_own_exit_code_is_the_jobs_S42(
+        backend, provoker) -> None:
+    """srun --kill-on-bad-exit answers 143 for its step and sacct keeps no per-task code:
+    the wrapper ends the job with the failing task's own status (5), and the node is the
+    one whose step srun ended itself."""
+    job = f"live-rankfail-2x2-{uuid.uuid4().hex[:8]}"
+    spec = provoker.spec(("sh", "-c", RANK1_FAILS.replace("$RANK\" = 1", "$RANK\" = 3")
+                          .format(fail="exit 5")),
+                         resources=Resources(nodes=2, tasks_per_node=2))
+    backend.dispatch_submit(job, 1, spec, False)
+    obj = _ended(backend, [job], timeout=60)[job]
+    nodes = obj.executions[-1].nodes
+    assert (obj.cause.kind, obj.cause.exit_code) == (CauseKind.NON_ZERO_EXIT, 5)
+    assert obj.cause.nodes == (nodes[1],)

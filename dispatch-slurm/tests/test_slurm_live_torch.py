@@ -24,6 +24,10 @@ from dispatch_slurm_testing.provoke import wait_for
 
 pytestmark = pytest.mark.live
 
+#: the top-tier partition (PreemptMode=OFF): another test preempting `low` jobs to make
+#: room cannot end these
+UNPREEMPTED = "high"
+
 TRAIN = Path(__file__).resolve().parents[2] / "examples" / "torch-ddp" / "train.py"
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 RESULT = re.compile(r"rank (\d)/2 on (node\d): all_reduce=3 expected=3")
@@ -83,7 +87,7 @@ def test_torchrun_with_a_node_lost_or_frozen_names_that_node_S42(
     torchrun = str(Path(torch_py).with_name("torchrun"))
     spec = provoker.spec((torchrun, str(TRAIN), "--seconds", "600"),
                          resources=Resources(nodes=2, memory_mb=3072), requeue="no",
-                         sbatch_args="--nodelist=node[3-4]")
+                         sbatch_args="--nodelist=node[3-4]", partition=UNPREEMPTED)
     spec = spec.model_copy(update={"launcher": Launcher.TORCHRUN,
                                    "env": {"OMP_NUM_THREADS": "1"}})
     oid = backend.dispatch_submit(job, 1, spec, False)

@@ -145,12 +145,14 @@ def _step_cause(row: StepRow) -> Cause:
     exit_text = str(row.exit) if row.exit is not None else "(none)"
     detail = (f"sacct step {row.job_id}.{row.step} ({row.name}): State={row.state} "
               f"ExitCode={exit_text} NodeList={row.nodes}")
-    kind, provenance, _ = STEP_TABLE.get(row.state, _NO_ROW)
+    state = "CANCELLED by" if row.state == "CANCELLED" and row.cancelled_by is not None \
+        else row.state
+    kind, provenance, _ = STEP_TABLE.get(state, _NO_ROW)
     exit_code, actor = None, None
     if kind is CauseKind.NON_ZERO_EXIT:
         if row.exit is None:
             kind, provenance = _NO_ROW[:2]
-        else:
+        elif row.state == "FAILED":
             exit_code = row.exit.code if row.exit.code else 128 + row.exit.signal
     if kind is CauseKind.CANCELLED and row.cancelled_by is not None:
         actor = user_of(row.cancelled_by)
@@ -171,9 +173,13 @@ STEP_TABLE: dict[str, tuple[CauseKind, Provenance, str]] = {
                "a task on the node exited non-zero (code, or 128 + signal)"),
     "NODE_FAIL": (CauseKind.NODE_LOST, Provenance.SCHEDULER, "the node failed"),
     "TIMEOUT": (CauseKind.TIME_LIMIT, Provenance.SCHEDULER, "the job's time limit"),
-    "CANCELLED": (CauseKind.CANCELLED, Provenance.ACTOR,
-                  "stopped: by the wrapper after another node's failure (`by <uid>`), or "
-                  "by Slurm when the job ended; the root-cause rule ranks it last"),
+    "CANCELLED by": (CauseKind.CANCELLED, Provenance.ACTOR,
+                     "stopped by the wrapper after another node's failure (or by a user): "
+                     "the root-cause rule ranks it last"),
+    "CANCELLED": (CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION,
+                  "no `by <uid>`, in a FAILED job: srun --kill-on-bad-exit ended the step "
+                  "because one of its tasks failed (sacct keeps no per-task exit code: the "
+                  "job's exit code is that task's, set by the wrapper)"),
 }
 _NO_ROW = (CauseKind.UNKNOWN, Provenance.SCHEDULER, "any other state: unknown")
 

@@ -307,6 +307,11 @@ class SlurmBackend:
     @hookimpl
     def dispatch_logs(self, job_id: str, submission: int, object_id: str, stream: str,
                       node: str | None, rank: int | None, offset: int) -> Iterable[bytes]:
+        """The files of the submission's log directory. Slurm is asked first that it
+        still answers (``squeue -j``), so an unreachable scheduler is said, not a log
+        that may be missing its last lines."""
+        _check_object_id(object_id)
+        self.runner.run(["squeue", "-h", "--states=all", "-j", object_id, "-o", "%T"])
         return read_logs(log_dir(job_id, submission), stream, node, rank, offset)
 
     # -- gate and stop ------------------------------------------------------------------

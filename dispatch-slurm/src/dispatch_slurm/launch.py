@@ -50,6 +50,10 @@ launcher=$1 logdir=$2
 shift 2
 mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 export NNODES=${#nodes[@]}
+if ((NNODES == 0 || NNODES != ${SLURM_JOB_NUM_NODES:-$NNODES})); then
+  echo "dispatch: could not list the job's nodes ($SLURM_JOB_NODELIST): not starting" >&2
+  exit 1
+fi
 export LOCAL_WORLD_SIZE=${SLURM_NTASKS_PER_NODE:-1}
 export WORLD_SIZE=$((NNODES * LOCAL_WORLD_SIZE))
 addr=$(scontrol show node "${nodes[0]}" -o 2>/dev/null | tr ' ' '\n' | sed -n 's/^NodeAddr=//p')
@@ -71,9 +75,19 @@ echo "execution=$DISPATCH_EXECUTION nodes=${nodes[*]} tasks_per_node=$LOCAL_WORL
 echo "dispatch: execution $DISPATCH_EXECUTION on ${nodes[*]}," \
   "master $MASTER_ADDR:$MASTER_PORT, launcher $launcher"
 cpus=$((LOCAL_WORLD_SIZE * ${SLURM_CPUS_PER_TASK:-1}))
+exits="$logdir/exits.$DISPATCH_EXECUTION"
+export DISPATCH_EXITS=$exits
+# each task: the contract, then the command as a child whose failing status is noted;
+# signals are handled (not ignored) here, so the command keeps their default dispositions
+# and gets them itself (Slurm signals every process of the step)
 task='RANK=$((NODE_RANK * LOCAL_WORLD_SIZE + SLURM_LOCALID)) LOCAL_RANK=$SLURM_LOCALID
 export RANK LOCAL_RANK
-exec "$@"'
+trap : HUP INT TERM USR1 USR2
+"$@" &
+child=$!
+while :; do wait "$child"; rc=$?; kill -0 "$child" 2>/dev/null || break; done
+if [ "$rc" -ne 0 ]; then echo "$RANK $rc" >>"$DISPATCH_EXITS"; fi
+exit "$rc"'
 pids=()
 for i in "${!nodes[@]}"; do
   # the node's name, not %N: srun's %N is the host name, the same for every slurmd of a
@@ -106,6 +120,12 @@ for _ in "${pids[@]}"; do
     done
   fi
 done
+# srun answers 143 when --kill-on-bad-exit ended its step: the job ends with the first
+# failing task's own status instead (Slurm records no per-task exit code)
+if ((status != 0)) && [[ -s $exits ]]; then
+  read -r _ first <"$exits"
+  [[ $first =~ ^[0-9]+$ ]] && status=$first
+fi
 exit $status
 """
 
