@@ -1,25 +1,36 @@
-"""One supervisor tick over many active jobs on the simulated (in-memory) scheduler.
+"""Supervisor ticks over many active jobs on the simulated (in-memory) scheduler.
 
-Target (issue 2/3): <= 1 s per steady-state tick for 10,000 active jobs of ~20 events
-each, on a 2-core machine. The record is a real SQLite file. The first tick also reads
-and folds every record (a supervisor's start-up); it is reported apart.
+Targets (issue 14), jobs of 21 events each:
+- cold start (the first tick: read, fold, first decision): <= 2 s over 10,000 jobs and
+  <= 10 s over 50,000;
+- steady tick over 50,000 active jobs: <= 1 s, the median and the worst of 50 ticks;
+- peak memory <= 8 KiB per active job (the process's peak resident set, reset after the
+  record is built, less its resident set before the supervisor started);
+- both stores side by side: ``--store sqlite postgres`` (PostgreSQL from
+  DISPATCH_TEST_POSTGRES or /work/main/.venv/postgres-dsn, in a schema of its own).
 
-Run: python benchmarks/supervisor_tick.py [--jobs 10000] [--ticks 5] [--store URL]
+Lease writes per tick are counted (a fresh lease is not written again).
+Run: python benchmarks/supervisor_tick.py [--jobs 10000] [--ticks 50] [--store sqlite postgres]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import os
+import statistics
 import tempfile
 import time
+import uuid
 from datetime import timedelta
+from pathlib import Path
 
 from dispatch import Action, CauseKind, JobSpec, Plan, Provenance, RecoveryPolicy, Registry, Rule
 from dispatch.cause import Cause
 from dispatch.enums import Enforcer
 from dispatch.events import JobCreated, RecoveryStarted, SubmissionCreated, SubmissionRequested
 from dispatch.store import open_store
-from dispatch.store.base import Batch
+from dispatch.store.base import Batch, RecordStore
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend
 from dispatch_testing.simulated.scheduler import runs_forever
@@ -27,11 +38,10 @@ from dispatch_testing.simulated.scheduler import runs_forever
 RECOVERIES = 6  # 1 + 6 * 3 + 2 = 21 events per job
 
 
-def build(jobs: int, store_url: str) -> tuple[Supervisor, SimScheduler]:
+def build(jobs: int, store: RecordStore) -> tuple[Supervisor, SimScheduler]:
     sched = SimScheduler()
     backend = SimulatedBackend(sched)
     registry = Registry.from_plugins({"simulated": backend})
-    store = open_store(store_url)
     policy = RecoveryPolicy(
         rules=(Rule(on=(CauseKind.PREEMPTED,), action=Action.RESUBMIT, budget=10),)
     )
@@ -40,6 +50,9 @@ def build(jobs: int, store_url: str) -> tuple[Supervisor, SimScheduler]:
     t0 = sched.now()
     batches = []
     for n in range(jobs):
+        if len(batches) == 1000:
+            store.append_many(batches)
+            batches = []
         job_id = f"job-{n:06d}"
         events: list = [
             JobCreated(
@@ -80,42 +93,110 @@ def build(jobs: int, store_url: str) -> tuple[Supervisor, SimScheduler]:
                     )
                 )
         batches.append(Batch(job_id, 0, events))
-    for start in range(0, len(batches), 1000):
-        store.append_many(batches[start : start + 1000])
+    store.append_many(batches)
     sched.advance(1)
     return Supervisor(
         store, registry, owner="bench", clock=sched.now, lease_ttl=timedelta(minutes=5)
     ), sched
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--ticks", type=int, default=5)
-    parser.add_argument(
-        "--store", default=None, help="record store URL (default: a temporary SQLite file)"
+class Counting:
+    """The store, counting the leases each tick asks it to write."""
+
+    def __init__(self, store: RecordStore) -> None:
+        self.store = store
+        self.leases = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    def acquire_leases(self, job_ids, *args, **kwargs):  # type: ignore[no-untyped-def]
+        ids = list(job_ids)
+        self.leases += len(ids)
+        return self.store.acquire_leases(ids, *args, **kwargs)
+
+
+def _memory(field: str) -> int:
+    """A line of /proc/self/status, in KiB (VmRSS now, VmHWM the peak)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise SystemExit(f"no {field} in /proc/self/status")
+
+
+def _open(kind: str, where: str) -> tuple[RecordStore, str]:
+    if kind == "sqlite":
+        return open_store(f"sqlite:///{where}/bench.db"), "sqlite"
+    from dispatch.store.postgres import PostgresStore
+
+    dsn = (
+        os.environ.get("DISPATCH_TEST_POSTGRES")
+        or Path("/work/main/.venv/postgres-dsn").read_text().strip()
     )
-    args = parser.parse_args()
-    tmp = tempfile.mkdtemp()
-    url = args.store or f"sqlite:///{tmp}/bench.db"
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    return PostgresStore(dsn, schema=schema), f"postgres (schema {schema})"
+
+
+def run(kind: str, jobs: int, ticks: int) -> None:
+    store, label = _open(kind, tempfile.mkdtemp())
     t = time.perf_counter()
-    sup, sched = build(args.jobs, url)
+    plain, sched = build(jobs, store)
     print(
-        f"built {args.jobs} jobs x {1 + RECOVERIES * 3 + 2} events "
-        f"in {time.perf_counter() - t:.1f} s ({url.split(':')[0]})"
+        f"{label}: built {jobs} jobs x {1 + RECOVERIES * 3 + 2} events "
+        f"in {time.perf_counter() - t:.1f} s; load average {os.getloadavg()[0]:.1f} (2 cores)"
     )
-    for n in range(args.ticks + 1):
+    counting = Counting(store)
+    sup = Supervisor(
+        counting,  # type: ignore[arg-type]
+        plain.registry,
+        owner="bench",
+        clock=sched.now,
+        lease_ttl=timedelta(minutes=5),
+    )
+    del plain
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")  # the peak starts again from here
+    before = _memory("VmRSS")
+    steady: list[float] = []
+    leases: list[int] = []
+    for n in range(ticks + 1):
         sched.advance(5)
-        calls = sched.calls
+        counting.leases = 0
         t = time.perf_counter()
         report = sup.tick()
         took = time.perf_counter() - t
-        label = "first tick (reads and folds every record)" if n == 0 else f"tick {n}"
+        if n == 0:
+            print(
+                f"  cold start (first tick: read, fold, decide) {took:6.2f} s  "
+                f"active={report.active} leased={report.leased} appended={report.appended} "
+                f"lease writes={counting.leases}"
+            )
+        else:
+            steady.append(took)
+            leases.append(counting.leases)
+    peak = _memory("VmHWM") - before
+    if steady:
         print(
-            f"{label:<42} {took:6.3f} s  active={report.active} leased={report.leased} "
-            f"appended={report.appended} discovery calls={report.discovery_calls} "
-            f"scheduler calls={sched.calls - calls}"
+            f"  steady tick over {ticks} ticks: p50 {statistics.median(steady):.3f} s, "
+            f"max {max(steady):.3f} s, min {min(steady):.3f} s; lease writes per tick "
+            f"p50 {statistics.median(leases):.0f}, max {max(leases)}"
         )
+    print(
+        f"  peak memory {peak / 1024:.0f} MiB over the resident set before the start: "
+        f"{peak / jobs:.2f} KiB per active job"
+    )
+    sup.release()
+    store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--ticks", type=int, default=50)
+    parser.add_argument("--store", nargs="+", choices=("sqlite", "postgres"), default=["sqlite"])
+    args = parser.parse_args()
+    for kind in args.store:
+        run(kind, args.jobs, args.ticks)
 
 
 if __name__ == "__main__":

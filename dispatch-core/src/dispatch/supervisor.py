@@ -45,8 +45,12 @@ from dispatch.folding import fold
 from dispatch.job import Job
 from dispatch.stalls import progress_effects
 from dispatch.store.base import Batch, Lease, RecordStore
+from dispatch.store.codec import collector_paused
 
 log = logging.getLogger("dispatch.supervisor")
+
+#: Feed rows decoded and folded at a time: a cold start holds one page, not the record.
+FEED_PAGE = 20_000
 
 
 def utc_now() -> datetime:
@@ -106,6 +110,7 @@ class Supervisor:
         self._position = 0
         self._retry_at: dict[str, datetime] = {}
         self._backoff: dict[str, float] = {}
+        self._leases: dict[str, Lease] = {}
 
     # ------------------------------------------------------------------ record
     def _refresh(self) -> None:
@@ -113,7 +118,16 @@ class Supervisor:
         # read; a job whose append conflicts is re-read whole (see _append).
         # An undecodable row quarantines its job only (S-48): it is dropped, named in every
         # tick's errors, and nothing is decided or appended for it; the others go on.
-        feed = self.store.read_feed(self._position, job_ids=self._only)
+        # Page by page with the collector paused (issue 14): a cold start never holds the
+        # whole decoded feed, and the collector does not walk every folded job.
+        with collector_paused():
+            while self._refresh_page():
+                pass
+
+    def _refresh_page(self) -> bool:
+        """Fold one page of the feed; True when there may be more."""
+        before = self._position
+        feed = self.store.read_feed(self._position, FEED_PAGE, job_ids=self._only)
         self._position = feed.position
         for bad in feed.quarantined:
             self._jobs.pop(bad.job_id, None)
@@ -133,6 +147,7 @@ class Supervisor:
                 self._jobs[job_id] = fold(fresh, cached)
             except DecodeError:
                 self._reload(job_id)
+        return feed.position != before
 
     def _fold_fresh(self, job_id: str, events: list[Event]) -> None:
         try:
@@ -162,7 +177,7 @@ class Supervisor:
             report.errors.append(f"job {job_id}: {why}")
         if not active:
             return report
-        leases = self.store.acquire_leases(active, self.owner, self.lease_ttl, now)
+        leases = self._leases_for(active, now)
         report.leased = len(leases)
 
         by_backend: dict[str, list[Job]] = {}
@@ -222,6 +237,24 @@ class Supervisor:
             self._step("result-recorded")
         return report
 
+    def _leases_for(self, active: list[str], now: datetime) -> dict[str, Lease]:
+        """The leases to act under: one with at least ``effect_window`` left is used as it
+        is (nobody can take a live lease, and ``_fenced`` trusts the same margin), so the
+        store writes only the leases running short, not every lease every tick (issue 14)."""
+        held = self._leases
+        short = [
+            j for j in active if j not in held or held[j].expires_at - now < self.effect_window
+        ]
+        if short:
+            got = self.store.acquire_leases(short, self.owner, self.lease_ttl, now)
+            for job_id in short:
+                if job_id in got:
+                    held[job_id] = got[job_id]
+                else:
+                    held.pop(job_id, None)
+        self._leases = {j: held[j] for j in active if j in held}
+        return dict(self._leases)
+
     def _fenced(
         self, job_id: str, leases: dict[str, Lease], renew: list[str], report: TickReport
     ) -> bool:
@@ -249,6 +282,7 @@ class Supervisor:
                 leases[other] = got
             else:
                 report.fenced.append(other)
+                self._leases.pop(other, None)
                 log.warning(
                     "job %s: lease of token %d lost during the tick; no further effects",
                     other,
@@ -311,6 +345,7 @@ class Supervisor:
             result = results[append.job_id]
             if isinstance(result, RecordConflict):
                 report.conflicts.append(append.job_id)
+                self._leases.pop(append.job_id, None)
                 log.info("job %s: %s; reloading it", append.job_id, result)
                 self._reload(append.job_id)
                 continue
@@ -416,3 +451,4 @@ class Supervisor:
     def release(self) -> None:
         """Give up this supervisor's leases so another can take over at once."""
         self.store.release_leases(list(self._jobs), self.owner)
+        self._leases.clear()
