@@ -279,7 +279,10 @@ class Client:
             resources=build_resources(resources),
             options=text_pairs(merged_options, "option"),
             **endings(
-                warn=warn, checkpoint_dir=checkpoint_dir, progress_window=progress_window
+                warn=warn,
+                checkpoint_dir=checkpoint_dir,
+                progress_window=progress_window,
+                time_limit=build_resources(resources).time_limit,
             ),  # S-44, S-45, S-47: dispatch.warning
         )
 

@@ -101,10 +101,17 @@ def endings(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     progress_window: timedelta | str | float | None = None,
     options: tuple[str, str, str] = ("warn", "checkpoint_dir", "progress_window"),
+    time_limit: timedelta | None = None,
 ) -> dict[str, object]:
-    """The JobSpec fields for these choices (only those set), checked."""
+    """The JobSpec fields for these choices (only those set), checked; a warning must
+    come before the start, so it is shorter than the time limit."""
     fields: dict[str, object] = {}
     warning = as_warning(warn, options[0])
+    if warning is not None and time_limit is not None and warning.before >= time_limit:
+        raise BadInput(
+            f"{options[0]} {warning.signal}@{warning.seconds}s: the warning must come less "
+            f"than the time limit ({time_limit}) before the end"
+        )
     directory = as_checkpoint_dir(checkpoint_dir, options[1])
     window = as_window(progress_window, options[2])
     if warning is not None:

@@ -161,3 +161,13 @@ def test_a_heartbeat_older_than_the_execution_counts_as_none_S47() -> None:
     assert due is not None and due.since == start and not due.progressed
     assert "no heartbeat since it started at 2026-12-01 08:00:00" in due.message()
     assert words(timedelta(seconds=3900)) == "1 h 5 min" and words(timedelta(hours=2)) == "2 h"
+
+
+def test_a_warning_as_long_as_the_time_limit_is_refused_S36(tmp_path: Path) -> None:
+    sh = Shell(tmp_path)
+    out = sh.run("submit", "--time", "60", "--warn", "USR1@90", "--", "true")
+    assert out.returncode == 2, out.stderr
+    assert "warn USR1@90s: the warning must come less than the time limit (0:01:00)" in out.stderr
+    assert sh.recorded() == []
+    ok = sh.run("submit", "--dry-run", "--time", "2m", "--warn", "USR1@90", "--", "true")
+    assert ok.returncode == 0, ok.stderr
