@@ -25,6 +25,9 @@ class Resources(Model):
 class JobSpec(Model):
     """A command (argv, never a shell string) or a script, with resources and options.
 
+    ``script`` is the text of a script file (what ``dispatch submit --script FILE`` read),
+    not a path; a backend runs it by its own ``#!`` line, never through sh.
+
     ``options`` are backend-specific (Slurm partition, Kubeflow image...); the backend's
     declarations list the names it accepts and the CLI refuses any other before submitting.
 
