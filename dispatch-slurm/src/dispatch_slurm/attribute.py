@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from dispatch import Cause, CauseKind, Provenance, root_cause
@@ -113,18 +113,22 @@ def attribution_queries(squeue_text: str, sacct_text: str, wanted: Collection[st
 
 
 def parse_attribution(steps_text: str, events_text: str) -> Attribution:
-    """Parse the two answers; lines that do not parse attribute nothing (the ending itself
-    is still classified from the allocation row)."""
+    """Parse the two answers in one pass; lines that do not parse attribute nothing (the
+    ending itself is still classified from the allocation row)."""
     found = Attribution()
-    good = []
+    seen: dict[str, int] = {}
     for line in steps_text.splitlines():
+        head = line.split("|", 1)[0].strip()
+        if head and "." not in head:
+            seen[head] = seen.get(head, 0) + 1  # a job row opens an incarnation
+            continue
         try:
-            parse_steps(line)
+            rows = parse_steps(line)
         except ParseError:
             continue
-        good.append(line)
-    for row in parse_steps("\n".join(good)):
-        found.steps.setdefault((row.job_id, row.incarnation), []).append(row)
+        for row in rows:
+            row = replace(row, incarnation=max(seen.get(row.job_id, 1) - 1, 0))
+            found.steps.setdefault((row.job_id, row.incarnation), []).append(row)
     for line in events_text.splitlines():
         try:
             found.events += parse_events(line)

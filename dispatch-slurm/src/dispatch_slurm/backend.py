@@ -265,7 +265,7 @@ class SlurmBackend:
         # the two listings are independent: ask both at once (still two calls); squeue's
         # answer is checked first, so sacct's stale answer while slurmctld is down is
         # never used
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        with ThreadPoolExecutor(max_workers=2) as pool:
             sacct_call = pool.submit(self.runner.run, [
                 "sacct", "-P", "-n", "-X", "-D", "--allusers", f"--name={names}", "-S", since,
                 "-E", "now", "-o", ",".join(SACCT_FIELDS)])
@@ -273,17 +273,21 @@ class SlurmBackend:
                 ["squeue", "-h", "--states=all", f"--name={names}",
                  "--Format=" + ",".join(f"{f}:|" for f in SQUEUE_FIELDS)]
             ))
+            # the step rows of the failures squeue already shows are asked for while
+            # sacct still answers (S-42 attribution without a third round trip)
+            early = attribution_queries(squeue.stdout, "", set(wanted))
+            steps_call = pool.submit(self._steps, early.steps_of) if early.steps_of else None
+            nodes = None
+            if running_any(squeue.stdout):
+                sinfo = self._checked(self.runner.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"]))
+                nodes = parse_sinfo_nodes(sinfo.stdout)
             sacct = self._checked(sacct_call.result())
-        nodes = None
-        if running_any(squeue.stdout):
-            sinfo = self._checked(self.runner.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"]))
-            nodes = parse_sinfo_nodes(sinfo.stdout)
-        steps_text = events_text = ""
+            steps_text = steps_call.result() if steps_call is not None else ""
+        events_text = ""
         queries = attribution_queries(squeue.stdout, sacct.stdout, set(wanted))
-        if queries.steps_of:
-            steps_text = self._checked(self.runner.run(
-                ["sacct", "-P", "-n", "-D", "--allusers", "-j", ",".join(queries.steps_of),
-                 "-o", ",".join(STEP_FIELDS)])).stdout
+        late = [i for i in queries.steps_of if i not in set(early.steps_of)]
+        if late:  # failures only sacct still lists (slurmctld forgot them)
+            steps_text += self._steps(tuple(late))
         events_nodes, events_since = queries.events_nodes, queries.events_since
         silent, silent_since = silent_nodes(steps_text)
         if silent:
@@ -301,6 +305,11 @@ class SlurmBackend:
                                 steps_text=steps_text, events_text=events_text)
         objects = slurm_warning.reclassify(objects)  # S-45: ended after the warning
         return Discovery(backend=NAME, at=at, objects=tuple(objects))
+
+    def _steps(self, object_ids: Sequence[str]) -> str:
+        return self._checked(self.runner.run(
+            ["sacct", "-P", "-n", "-D", "--allusers", "-j", ",".join(object_ids),
+             "-o", ",".join(STEP_FIELDS)])).stdout
 
     # -- logs ---------------------------------------------------------------------------
 

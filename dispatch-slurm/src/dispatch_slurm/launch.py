@@ -39,6 +39,7 @@ Launchers (:class:`dispatch.Launcher`):
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 
 from dispatch_slurm.tags import encode_job_id
@@ -135,7 +136,12 @@ DEFAULT_LOG_ROOT = "~/.local/share/dispatch/slurm-logs"
 
 def log_root() -> Path:
     """Where job output goes; must be a directory every node reaches (a shared home)."""
-    return Path(os.path.expanduser(os.environ.get("DISPATCH_SLURM_LOG_DIR", DEFAULT_LOG_ROOT)))
+    return _root(os.environ.get("DISPATCH_SLURM_LOG_DIR", DEFAULT_LOG_ROOT))
+
+
+@lru_cache(maxsize=16)
+def _root(configured: str) -> Path:
+    return Path(os.path.expanduser(configured))
 
 
 def log_dir(job_id: str, submission: int) -> Path:
