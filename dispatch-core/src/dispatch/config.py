@@ -204,7 +204,10 @@ def _notify(table: dict[str, Any], where: str) -> dict[str, Any]:
     command = table.get("command")
     if command is not None:
         if isinstance(command, str):
-            command = shlex.split(command)
+            try:
+                command = shlex.split(command)
+            except ValueError as exc:
+                raise BadInput(f"{where}.command {command!r}: {exc}") from None
         if (
             not isinstance(command, list)
             or not command
@@ -215,10 +218,16 @@ def _notify(table: dict[str, Any], where: str) -> dict[str, Any]:
             )
         checked["command"] = command
     if "timeout" in table:
+        if isinstance(table["timeout"], bool):
+            raise BadInput(f"{where}.timeout: give a number of seconds, got {table['timeout']!r}")
         checked["timeout"] = seconds(table["timeout"], f"{where}.timeout", maximum=3600)
     events = table.get("events")
     if events is not None:
-        if not isinstance(events, list) or not set(events) <= set(EVENTS) or not events:
+        if (
+            not isinstance(events, list)
+            or not events
+            or not all(isinstance(e, str) and e in EVENTS for e in events)
+        ):
             raise BadInput(f"{where}.events: give one or more of {', '.join(EVENTS)}")
     return checked
 

@@ -140,6 +140,10 @@ def test_profile_fills_in_submit_and_the_command_line_wins(sh: Shell) -> None:
         ("[profile.default.resources]\ntime = '0'\n", ["resources.time '0'"]),
         ("[profile.default.notify]\nurl = 'ftp://x'\n", ["notify.url", "not an http"]),
         ("backend = 'x'\n", ["unknown top-level key(s) backend"]),
+        ("[profile.default.notify]\ncommand = 'a \"b'\n", ["notify.command", "quotation"]),
+        ("[profile.default.notify]\nurl = 'http://h'\nevents = [[1]]\n", ["notify.events"]),
+        ("[profile.default.notify]\nurl = 'http://h'\ntimeout = true\n", ["notify.timeout"]),
+        ("[profile.default.notify]\nurl = 'http://h'\ntimeout = -1\n", ["notify.timeout"]),
         ("[profile.default\n", ["not valid TOML"]),
     ],
 )
