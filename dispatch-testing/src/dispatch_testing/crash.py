@@ -259,6 +259,7 @@ class Campaign:
     kill_every: float = 1.0
     seed: int = 1
     store: str | None = None
+    lease: float = 3.0
     figures: dict[str, int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
 
@@ -286,7 +287,7 @@ class Campaign:
         return done.stdout.strip().splitlines()[-1], kind
 
     def _supervisor(self, rng: Any) -> subprocess.Popen[str]:
-        args = ["supervise", "--interval", "0.2", "--lease", "3"]
+        args = ["supervise", "--interval", "0.2", "--lease", str(self.lease)]
         log = self.machine.root / "supervisors.log"
         if rng.random() < 0.3:
             step = rng.choice(STEPS)
@@ -385,7 +386,7 @@ class Campaign:
                         "--interval",
                         "0.2",
                         "--lease",
-                        "3",
+                        str(self.lease),
                         log=self.machine.root / "supervisors.log",
                     )
             time.sleep(0.3)
@@ -459,6 +460,7 @@ def campaign_main(argv: Sequence[str]) -> int:
     parser.add_argument("--kill-every", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--store", default=None, help="a record store URL (default: SQLite)")
+    parser.add_argument("--lease", type=float, default=3.0, help="the supervisors' --lease")
     args = parser.parse_args(list(argv))
     root = Path(tempfile.mkdtemp(prefix="dispatch-campaign-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("DISPATCH_")}
@@ -472,6 +474,7 @@ def campaign_main(argv: Sequence[str]) -> int:
         kill_every=args.kill_every,
         seed=args.seed,
         store=args.store,
+        lease=args.lease,
     )
     started = time.monotonic()
     try:
