@@ -210,6 +210,8 @@ class Client:
         return bind_plan(self.registry, self._backend_name(backend), self.policy(policy))
 
     def _backend_name(self, backend: str | None) -> str:
+        if backend is not None and not backend.strip():
+            raise BadInput("backend: give a backend name (`dispatch backends` lists them)")
         name = backend or self._default("backend") or "local"
         check_text(name, "backend")
         return str(name)

@@ -256,6 +256,8 @@ def load_config(
     :param cli: settings given on the command line (None values are "not given").
     """
     env = os.environ if environ is None else environ
+    if profile is not None and not profile.strip():
+        raise BadInput("--profile: give a profile name (`dispatch config` shows the one in use)")
     explicit = profile or env.get(PROFILE_ENV) or None
     name = explicit or DEFAULT_PROFILE
     config = Config(profile=name)

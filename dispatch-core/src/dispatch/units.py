@@ -30,6 +30,12 @@ def duration(text: str, option: str = "--time") -> timedelta:
     match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", value)
     if match:
         days, hours, minutes, secs = (_number(g) if g else 0 for g in match.groups())
+        inner = [secs] + ([minutes] if match.group(2) else [])
+        if any(v >= 60 for v in inner) or (match.group(1) and hours >= 24):
+            raise BadInput(
+                f"{option} {text!r}: in [D-]HH:MM:SS the minutes and seconds are below 60 "
+                "and, after days, the hours below 24"
+            )
         seconds = ((days * 24 + hours) * 60 + minutes) * 60 + secs
     if seconds is None:
         raise BadInput(f"{option} {text!r}: give seconds, N[smhd] (90m) or [D-]HH:MM:SS")

@@ -32,6 +32,10 @@ def _refused(sh: Shell, *args: str | bytes, words: list[str]) -> None:
         (["--time", "0"], ["--time '0'", "more than 0"]),
         (["--time", "0:00:00"], ["--time '0:00:00'", "more than 0"]),
         (["--time", ""], ["--time ''", "give seconds"]),
+        (["--time", "1-99:99:99"], ["--time '1-99:99:99'", "below 60"]),
+        (["--time", "1:75"], ["--time '1:75'", "below 60"]),
+        (["--time", "1-24:00:00"], ["--time '1-24:00:00'", "below 24"]),
+        (["--backend", ""], ["backend: give a backend name"]),
         (["--mem", "0"], ["--mem '0'"]),
         (["--mem", "99999999999999T"], ["--mem", "more than 1 PiB"]),
         (["--env", "NOEQUALS"], ["--env 'NOEQUALS'", "KEY=VALUE"]),
@@ -40,6 +44,10 @@ def _refused(sh: Shell, *args: str | bytes, words: list[str]) -> None:
 )
 def test_bad_resource_and_option_values_S36(sh: Shell, args: list[str], words: list[str]) -> None:
     _refused(sh, "submit", *args, "--", "true", words=words)
+
+
+def test_empty_profile_name_refused_S36(sh: Shell) -> None:
+    _refused(sh, "--profile", "", "submit", "--", "true", words=["--profile", "profile name"])
 
 
 def test_empty_program_name_refused_S36(sh: Shell) -> None:
@@ -107,7 +115,14 @@ def test_watch_interval_checked_too_S36(sh: Shell) -> None:
 
 
 def test_time_limits_people_type_are_accepted(sh: Shell) -> None:
-    for value, seconds in (("90m", 5400), ("1-00:00:00", 86400), ("30", 30), ("1:30", 90)):
+    for value, seconds in (
+        ("90m", 5400),
+        ("1-00:00:00", 86400),
+        ("30", 30),
+        ("1:30", 90),
+        ("100:00", 6000),
+        ("36:00:00", 129600),
+    ):
         out = sh.run("submit", "--dry-run", "--json", "--time", value, "--", "true")
         assert out.returncode == 0, out.stderr
         rendered = json.loads(out.stdout)["rendered"]
