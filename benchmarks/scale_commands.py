@@ -9,7 +9,7 @@ job of the big record is a held job a person could resolve. Each command runs as
 subprocess, as a person runs it; every resolving command gets a job of its own.
 
 Run: .venv/bin/python benchmarks/scale_commands.py [--jobs 100000] [--runs 7]
-     [--store sqlite|postgres]
+     [--store sqlite postgres]  (both by default, one after the other)
 Figures are printed (medians, min-max), never asserted. The two records are measured
 interleaved (one run on each in turn), so the machine's load falls on both alike.
 """
@@ -34,6 +34,7 @@ DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 COMMANDS = ("status", "history", "cancel", "resubmit", "give-up")
 RESOLVING = {"cancel", "resubmit", "give-up"}
 HOLD_ME = ("--", "sh", "-c", "exit 1")
+DSN_FILE = Path(__file__).resolve().parents[1] / ".venv" / "postgres-dsn"
 
 
 def _env(store_url: str, state: Path) -> dict[str, str]:
@@ -102,10 +103,12 @@ def _measure(records: list[tuple[str, Path, list[str]]], runs: int) -> list[dict
 def _store_url(kind: str, where: Path) -> str:
     if kind == "sqlite":
         return f"sqlite:///{where}/record.db"
-    base = os.environ.get(
-        "DISPATCH_TEST_POSTGRES", "postgresql://dispatch:dispatch@127.0.0.1:5432/dispatch_test"
-    )
+    base = os.environ.get("DISPATCH_TEST_POSTGRES") or DSN_FILE.read_text().strip()
     schema = f"bench_{uuid.uuid4().hex[:8]}"
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:  # the CLI's store opens inside it
+        conn.execute(f"CREATE SCHEMA {schema}")
     sep = "&" if "?" in base else "?"
     return f"{base}{sep}options=-csearch_path%3D{schema}"
 
@@ -114,14 +117,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--store", nargs="+", choices=("sqlite", "postgres"), default=["sqlite", "postgres"]
+    )
     args = parser.parse_args()
+    for kind in args.store:
+        run(kind, args)
+
+
+def run(kind: str, args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="dispatch-scale-"))
     small_dir, big_dir = root / "small", root / "big"
     load = f"{os.getloadavg()[0]:.1f}"
     for d in (small_dir, big_dir):
         d.mkdir(mode=0o700)
-    small, big = _store_url(args.store, small_dir), _store_url(args.store, big_dir)
+    small, big = _store_url(kind, small_dir), _store_url(kind, big_dir)
     template = _held_template(small, small_dir)
     events = open_store(small).read(template)
     per_job = len(events)
@@ -129,7 +139,7 @@ def main() -> None:
     t = time.perf_counter()
     big_jobs = _clone(big, events, args.jobs, "b")
     print(
-        f"{args.store}: {args.jobs} held jobs x {per_job} events built in "
+        f"{kind}: {args.jobs} held jobs x {per_job} events built in "
         f"{time.perf_counter() - t:.1f} s; one-job record: the same job "
         f"(+{3 * args.runs} spares to resolve)"
     )
