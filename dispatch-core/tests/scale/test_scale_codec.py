@@ -36,6 +36,15 @@ def test_codec_gives_the_decoders_events_field_for_field_S6(ev):
         assert encode_event(a) == encode_event(b)
 
 
+def test_a_codec_event_copies_like_a_decoded_one(ev):
+    decode_body(encode_event(ev.hold("job-a", 5)))
+    got = decode_body(encode_event(ev.hold("job-b", 5)))
+    moved = got.model_copy(update={"job_id": "job-c"})
+    assert moved.job_id == "job-c" and got.job_id == "job-b"
+    assert moved == ev.hold("job-c", 5)
+    assert decode_body(encode_event(ev.hold("job-d", 5))).model_fields_set == got.model_fields_set
+
+
 def test_a_known_tail_under_another_head_gets_that_head(ev):
     decode_body(encode_event(ev.hold("job-a", 5)))
     other = ev.hold("job-b", 9).model_copy(update={"actor": "bo"})

@@ -51,7 +51,7 @@ _HEAD_FIELDS = frozenset(("job_id", "seq", "at", "actor"))
 #: repeat, like every object id, would otherwise grow it for nothing).
 LIMIT = 50_000
 
-_tails: dict[str, tuple[type[Any], dict[str, Any], frozenset[str]]] = {}
+_tails: dict[str, tuple[type[Any], dict[str, Any], set[str]]] = {}
 _times: dict[str, datetime] = {}
 _created: dict[str, Any] = {}
 _TIME: list[TypeAdapter[datetime]] = []
@@ -92,7 +92,7 @@ def decode_body(body: str | bytes) -> Event:
 
 
 def _build(
-    known: tuple[type[Any], dict[str, Any], frozenset[str]], head: re.Match[str], at: datetime
+    known: tuple[type[Any], dict[str, Any], set[str]], head: re.Match[str], at: datetime
 ) -> Event:
     cls, values, fields_set = known
     actor = head.group(4)
@@ -128,7 +128,9 @@ def _remember(event: Event, head: re.Match[str], tail: str) -> None:
     if len(_tails) >= LIMIT:
         _tails.clear()
     values = {k: v for k, v in event.__dict__.items() if k not in _HEAD_FIELDS}
-    _tails[tail] = (type(event), values, frozenset(event.__pydantic_fields_set__))
+    # One set for every event of this tail: pydantic never changes a frozen model's set in
+    # place (``model_copy`` copies it first), and a set each would cost 728 bytes an event.
+    _tails[tail] = (type(event), values, set(event.__pydantic_fields_set__) | _HEAD_FIELDS)
     if len(_times) < LIMIT:
         _times.setdefault(head.group(3), event.at)
 
