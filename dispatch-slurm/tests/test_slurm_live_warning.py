@@ -131,3 +131,43 @@ def test_a_job_preempted_twice_continues_its_step_count_S44(
     assert len(starts) == 3 and starts[0] == 0 and 0 < starts[1] < starts[2] < 400, text
     assert "stopped at step 400: done" in text
     print(text)
+
+
+def test_a_batch_script_that_checkpoints_on_the_warning_and_exits_0_is_time_limit_S45(
+    backend, workdir: str
+) -> None:
+    """A ``spec.script`` runs under the prelude: its #SBATCH lines still count, it gets the
+    warning, and its exit 0 after it is the time limit's."""
+    job = f"live-warn-script-{uuid.uuid4().hex[:8]}"
+    out = Path(workdir) / "script.out"
+    script = (
+        "#!/bin/bash\n#SBATCH --job-name=ignored-by-dispatch-name\n"
+        "#SBATCH --cpus-per-task=2\n"
+        'echo "cpus=$SLURM_CPUS_PER_TASK ckpt=$DISPATCH_CHECKPOINT_DIR" >> "$OUT"\n'
+        "trap 'echo warned > \"$DISPATCH_CHECKPOINT_DIR/ckpt\"; exit 0' USR1\n"
+        "while :; do sleep 0.2; done\n"
+    )
+    spec = JobSpec(
+        name="live-warn-script",
+        script=script,
+        workdir=workdir,
+        env={"OUT": str(out)},
+        warn=parse_warning("USR1@45s"),
+        resources=Resources(time_limit=timedelta(minutes=1)),
+        options={"partition": "high"},
+    )
+    oid = backend.dispatch_submit(job, 1, spec, False)
+    try:
+        seen = wait_for(
+            backend.dispatch_discover,
+            [job],
+            lambda s: job in s and s[job].phase is Phase.ENDED,
+            timeout=150,
+        )[job]
+    finally:
+        backend.dispatch_stop(oid, STOP)
+    assert seen.cause is not None and seen.cause.kind is CauseKind.TIME_LIMIT, seen.cause
+    assert "Slurm sent the warning SIGUSR1 time_left=" in seen.cause.detail
+    (line,) = out.read_text().splitlines()
+    assert line.startswith("cpus=2 ckpt=")
+    assert (Path(line.split("ckpt=")[1]) / "ckpt").read_text() == "warned\n"

@@ -240,7 +240,7 @@ class SlurmBackend:
             # Slurm cannot start a job whose output directory is missing
             log_dir(job_id, submission).mkdir(parents=True, exist_ok=True, mode=0o700)
             env = job_environment(job_id, submission, spec.env)
-            env |= slurm_warning.environment(job_id, spec)  # S-44: DISPATCH_CHECKPOINT_DIR
+            env |= slurm_warning.environment(job_id, spec, submission)  # S-44, S-45
             result = self.runner.run(argv, env=env, inherit_env=False)
         finally:
             os.unlink(path)
@@ -360,6 +360,8 @@ class SlurmBackend:
 
 
 def _body(spec: JobSpec) -> str:
+    if spec.script is not None and spec.warn is not None:
+        return slurm_warning.script_body(spec.script)  # S-45: the warning noted
     return spec.script if spec.script is not None else WRAPPER
 
 

@@ -10,7 +10,7 @@
   catches the warning, checkpoints and exits 0 ended by its time limit (S-45).
 - **Checkpoint directory**: ``spec.checkpoint_dir`` when given (created 0700 if missing,
   left as it is otherwise), else ``<state>/checkpoints/<job key>`` (0700): one per job,
-  the same for every submission, never collected while the job is known.
+  the same for every submission; dispatch never deletes it (it is the user's work).
 - **Heartbeat** (``spec.heartbeat``, set with a progress window): the path is given to the
   command as ``DISPATCH_HEARTBEAT``; the runner also touches it whenever the command's
   stdout or stderr grows, so a job that prints counts as progressing.
