@@ -20,7 +20,7 @@ from dispatch.errors import BadInput
 
 if TYPE_CHECKING:
     from dispatch.backends import Backend
-    from dispatch.client import JobHandle
+    from dispatch.handle import JobHandle
     from dispatch.status import SubmissionStatus
 
 STREAMS = ("stdout", "stderr")

@@ -166,5 +166,5 @@ def test_a_password_is_never_printed_S51(tmp_path: Path) -> None:
         out = subprocess.run(
             [dispatch, "--store", url, *args], capture_output=True, text=True, env=env
         )
-        assert "hunter2" not in out.stdout + out.stderr, args
-        assert out.returncode in (0, 3), out.stderr
+        assert "hunter2" not in out.stdout + out.stderr, (args, out.stdout, out.stderr)
+        assert out.returncode in (0, 3), (args, out.returncode, out.stderr)

@@ -1,0 +1,198 @@
+"""``JobHandle``: one job, as :class:`dispatch.Client` gives it back.
+
+Cheap (it holds the client and the id); every question goes to the record and, where it
+says so, one fresh look at the scheduler. ``wait`` supervises the job in this process
+while it waits, as ``dispatch watch`` does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from dispatch.errors import DispatchError, Unreachable
+
+if TYPE_CHECKING:
+    from dispatch.client import Client
+    from dispatch.job import Job, Transition
+    from dispatch.logs import LogChunk
+    from dispatch.status import Status
+    from dispatch.supervisor import TickReport
+
+
+class WaitTimeout(DispatchError, TimeoutError):
+    """``JobHandle.wait(timeout=...)`` ran out before the job ended or was held."""
+
+    def __init__(self, status: Status, timeout: float) -> None:
+        self.status = status
+        super().__init__(
+            f"job {status.job_id} is still {status.state.value} after {timeout:g} s "
+            "(it goes on; wait again or check its status)"
+        )
+
+
+class JobHandle:
+    """One job: ask about it, wait for it, act on it. Cheap: holds only the id."""
+
+    def __init__(self, client: Client, job_id: str) -> None:
+        self.client = client
+        self.job_id = job_id
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.job_id!r})"
+
+    def record(self) -> Job:
+        """The job as its record says (folded events, no scheduler call)."""
+        from dispatch.jobs import load_job
+
+        return load_job(self.client.store, self.job_id)
+
+    def status(self) -> Status:
+        """The record plus one fresh look at the scheduler (S-40)."""
+        return self.client.status(self.job_id)
+
+    def history(self) -> tuple[Transition, ...]:
+        """The committed transitions: recoveries, holds, escalations, the outcome."""
+        return self.record().history
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        on_change: Callable[[Status], None] | None = None,
+        interval: float = 2.0,
+        on_unreachable: Callable[[str, str], None] | None = None,
+    ) -> Status:
+        """Supervise the job here until it ends or is held; return its final status.
+
+        :param on_change: called with the status each time its state or cause changes.
+        :param on_unreachable: called with (backend, problem) when a tick could not ask.
+        :raises WaitTimeout: ``timeout`` seconds passed first (the job goes on).
+        """
+        from dispatch import units
+        from dispatch.enums import State
+
+        interval = units.seconds(interval, "interval")
+        if timeout is not None:
+            timeout = units.seconds(timeout, "timeout", maximum=float("inf"))
+        self.record()  # an unknown id fails before anything starts
+        deadline = None if timeout is None else time.monotonic() + timeout
+        supervisor = self.client.supervisor([self.job_id])
+        stop = threading.Event()
+        seen: list[tuple[object, ...]] = []
+        last: list[Status] = []
+        ended: list[bool] = []
+
+        def on_tick(report: TickReport) -> None:
+            self.client.tick_notifier(report)
+            if on_unreachable is not None:
+                for name, problem in report.unreachable.items():
+                    on_unreachable(name, problem)
+            try:
+                status = self.status()
+            except Unreachable as exc:
+                if on_unreachable is not None:
+                    on_unreachable("", str(exc))
+                return
+            last[:] = [status]
+            cause = status.cause
+            key = (
+                (status.state, cause.kind, cause.detail, cause.exit_code)
+                if cause
+                else (status.state,)
+            )
+            if not seen or seen[-1] != key:
+                seen.append(key)
+                if on_change is not None:
+                    on_change(status)
+            if status.settled and (status.state.terminal or status.state is State.HELD):
+                ended.append(True)
+                stop.set()
+            elif deadline is not None and time.monotonic() >= deadline:
+                stop.set()
+
+        try:
+            supervisor.run(interval=interval, stop=stop, on_tick=on_tick)
+        finally:
+            supervisor.release()
+        if not ended:
+            status = last[-1] if last else self.status()
+            raise WaitTimeout(status, timeout or 0.0)
+        return last[-1]
+
+    def cancel(self) -> Status:
+        """Stop its objects and commit cancelled, by you (S-12)."""
+        from dispatch import requests
+        from dispatch.jobs import utc_now
+
+        actor = self.client.actor
+        return self.client.request(
+            self.job_id,
+            lambda job: requests.cancel(job, actor=actor, now=utc_now()),
+            "cancel requested",
+        )
+
+    def resubmit(self) -> Status:
+        """Release a held job with a new submission (spends no budget)."""
+        from dispatch import requests
+        from dispatch.jobs import utc_now
+
+        actor = self.client.actor
+        return self.client.request(
+            self.job_id,
+            lambda job: requests.resubmit(job, actor=actor, now=utc_now()),
+            "resubmitted",
+        )
+
+    def give_up(self) -> Status:
+        """End a held job as failed, with the cause that ended its execution (S-14)."""
+        from dispatch import requests
+        from dispatch.jobs import utc_now
+
+        actor = self.client.actor
+        return self.client.request(
+            self.job_id,
+            lambda job: requests.give_up(job, actor=actor, now=utc_now()),
+            "gave up",
+        )
+
+    def supersede(self) -> JobHandle:
+        """Run this finished job again as a new job naming this one (S-18)."""
+        from dispatch.jobs import supersede_job
+
+        new_id = supersede_job(
+            self.client.store, self.client.registry, self.job_id, actor=self.client.actor
+        )
+        return JobHandle(self.client, new_id)
+
+    def logs(
+        self,
+        *,
+        submission: int | None = None,
+        stream: str = "stdout",
+        node: str | None = None,
+        rank: int | None = None,
+        tail: int | None = None,
+        follow: bool = False,
+        interval: float = 1.0,
+    ) -> Iterator[LogChunk]:
+        """What the job printed, as :class:`dispatch.logs.LogChunk` s, streamed (S-46).
+
+        Every submission in order (earlier ones after a recovery too), or only
+        ``submission``; ``tail`` keeps the last lines of each; ``follow`` goes on until the
+        job ends or is held.
+        """
+        from dispatch.logs import job_logs
+
+        return job_logs(
+            self,
+            submission=submission,
+            stream=stream,
+            node=node,
+            rank=rank,
+            tail=tail,
+            follow=follow,
+            interval=interval,
+        )
