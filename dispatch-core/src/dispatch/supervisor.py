@@ -168,6 +168,12 @@ class Supervisor:
 
     # ------------------------------------------------------------------ tick
     def tick(self, now: datetime | None = None) -> TickReport:
+        # The collector stays out of the tick (issue 14): its many objects (discovery views,
+        # decisions) are freed by their reference counts; it runs between ticks.
+        with collector_paused(freeze_over=None):
+            return self._tick(now)
+
+    def _tick(self, now: datetime | None) -> TickReport:
         now = now or self.clock()
         report = TickReport(at=now)
         self._refresh()

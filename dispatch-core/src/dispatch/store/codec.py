@@ -160,18 +160,19 @@ def forget() -> None:
 
 
 @contextmanager
-def collector_paused(freeze_over: int = 100_000) -> Iterator[None]:
+def collector_paused(freeze_over: int | None = 100_000) -> Iterator[None]:
     """Keep the cyclic collector out of a bulk decode and fold: its garbage is refcounted
     away, and what survives is long-lived. When the block left at least ``freeze_over`` new
     objects (a cold start, not a quiet tick), they are moved out of the collector's sight
     with ``gc.freeze`` so later full collections do not walk every folded job again; a
-    small block's objects stay in sight, so any cycle it made is still collected."""
+    small block's objects stay in sight, so any cycle it made is still collected.
+    ``freeze_over=None`` never freezes (a tick: its many objects are short-lived)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        if gc.get_count()[0] >= freeze_over:
+        if freeze_over is not None and gc.get_count()[0] >= freeze_over:
             gc.freeze()
         if was:
             gc.enable()
