@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 
-from dispatch.core.effects import Append
+from dispatch.core.effects import Append, Effect
 from dispatch.core.job import Job
 from dispatch.core.progress import stall
 from dispatch.discovery import Discovery
@@ -36,7 +36,7 @@ def last_progress(path: str | None) -> datetime | None:
         return None
 
 
-def progress_effects(job: Job, discovery: Discovery, now: datetime) -> list[Append]:
+def progress_effects(job: Job, discovery: Discovery, now: datetime) -> list[Effect]:
     window = job.spec.progress_window
     current = job.current
     if window is None or job.outcome is not None or job.hold is not None or current is None:

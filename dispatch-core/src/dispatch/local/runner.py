@@ -222,7 +222,7 @@ class Runner:
         killed = False
         warning = self.meta.spec.warn  # S-45: dispatch.local.endings
         warn_at = endings.warn_at(warning, deadline)
-        first = signal.SIGTERM
+        first: int = signal.SIGTERM
         beat = endings.LogBeat(self.obj, self.meta.spec.heartbeat)
         while not _exited(keeper_pid):
             beat.follow()
