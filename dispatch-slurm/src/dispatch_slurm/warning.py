@@ -60,6 +60,7 @@ def environment(job_id: str, spec: JobSpec, submission: int = 1) -> dict[str, st
         added["DISPATCH_WARN_SIGNAL"] = spec.warn.signal
         added["DISPATCH_WARNINGS"] = str(log_dir(job_id, submission) / "warnings")
     if spec.heartbeat is not None:
+        Path(spec.heartbeat).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         added["DISPATCH_HEARTBEAT"] = spec.heartbeat
     return added
 
