@@ -154,7 +154,8 @@ launch() {  # name args...: start one process in its own session, log to $LOGS/n
   local name="$1"; shift
   if running "$name"; then return 0; fi
   echo "start-kube: starting $name"
-  (cd "$RUN" && exec setsid "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null) &
+  # the daemons must not keep the build/start locks (fds 8, 9) or the saved stderr (3)
+  (cd "$RUN" && exec setsid "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 3>&- 8>&- 9>&-) &
   echo $! >"$PIDS/$name.pid"
 }
 
