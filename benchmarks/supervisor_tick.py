@@ -178,8 +178,9 @@ def run(kind: str, jobs: int, ticks: int) -> None:
     if steady:
         print(
             f"  steady tick over {ticks} ticks: p50 {statistics.median(steady):.3f} s, "
-            f"max {max(steady):.3f} s, min {min(steady):.3f} s; lease writes per tick "
-            f"p50 {statistics.median(leases):.0f}, max {max(leases)}"
+            f"max {max(steady):.3f} s (tick {steady.index(max(steady)) + 1}, "
+            f"{leases[steady.index(max(steady))]} lease writes), min {min(steady):.3f} s; "
+            f"lease writes per tick p50 {statistics.median(leases):.0f}, max {max(leases)}"
         )
     print(
         f"  peak memory {peak / 1024:.0f} MiB over the resident set before the start: "

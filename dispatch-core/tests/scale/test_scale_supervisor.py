@@ -100,3 +100,16 @@ def test_a_feed_read_page_by_page_folds_the_same_jobs(rig, monkeypatch) -> None:
     assert sorted(paged._jobs) == ids
     assert {j: paged.job(j) for j in ids} == {j: whole.job(j) for j in ids}
     assert all(whole.job(j).version >= 3 for j in ids)
+
+
+def test_aging_leases_are_renewed_a_few_a_tick_before_they_run_short_S35(rig) -> None:  # type: ignore[no-untyped-def]
+    sched, registry, store, _ = rig
+    counting = Counting(store)
+    sup = Supervisor(counting, registry, owner="a", clock=sched.now, lease_ttl=TTL)  # type: ignore[arg-type]
+    sup.tick()
+    sched.advance(20)  # 40 s of 60 left: past three quarters, not yet short
+    sup.tick()
+    assert len(counting.asked) == 2 and len(counting.asked[1]) == 1  # one of 3 jobs
+    sched.advance(1)
+    sup.tick()
+    assert len(counting.asked[2]) == 1 and counting.asked[2] != counting.asked[1]
