@@ -319,14 +319,27 @@ class Campaign:
             if job in job_ids and len(groups) > 1:
                 self.violations.append(f"job {job}: {len(groups)} live command groups at once")
 
-    def _kill_a_runner(self, rng: Any) -> None:
+    def _kill_a_runner(self, rng: Any, kinds: dict[str, str]) -> None:
+        """SIGKILL the runner of a command that ends by itself (its exit must still count)."""
         runners = list(self.machine.local.glob("objects/local-*/runner.json"))
         rng.shuffle(runners)
         for path in runners:
             if (path.parent / "end.json").exists() or not (path.parent / "started.json").exists():
                 continue
             try:
-                os.kill(json.loads(path.read_text())["pid"], signal.SIGKILL)
+                job = json.loads((path.parent / "meta.json").read_text())["job_id"]
+            except (OSError, ValueError, KeyError):
+                continue
+            if kinds.get(job) == "stubborn" or (path.parent / "exit.json").exists():
+                continue
+            from dispatch.local.processes import gone
+            from dispatch.local.records import ProcessIdentity
+
+            try:
+                runner = ProcessIdentity.model_validate_json(path.read_text())
+                if gone(runner) is not None:
+                    continue  # killed before: its pid may be another process's now
+                os.kill(runner.pid, signal.SIGKILL)
             except (OSError, ValueError):
                 continue
             self._count("runners SIGKILLed")
@@ -361,8 +374,8 @@ class Campaign:
                 procs[victim].wait()
                 self._count("supervisors SIGKILLed")
                 procs[victim] = self._supervisor(rng)
-                if rng.random() < 0.3:
-                    self._kill_a_runner(rng)
+                if rng.random() < 0.4:
+                    self._kill_a_runner(rng, kinds)
                 stubborn = [j for j, k in kinds.items() if k == "stubborn" and j not in cancelled]
                 if stubborn and rng.random() < 0.3:
                     job = rng.choice(stubborn)
@@ -431,7 +444,7 @@ class Campaign:
             spent = 2 - left
             if left < 0:
                 self.violations.append(f"job {job}: budget over-spent ({status['budgets']})")
-            if len(subs) != 1 + spent:
+            if len(subs) != 1 + spent and not (state == "cancelled" and not subs):
                 self.violations.append(f"job {job}: {len(subs)} submissions for {spent} units")
             runs = self.machine.root / f"runs-{index}"
             lines = runs.read_text().split() if runs.exists() else []
