@@ -50,7 +50,7 @@ def until(
 def trainjobs(live: LiveDriver) -> list[str]:
     return sorted(
         tj["metadata"]["name"]
-        for tj in live.api.list("TrainJob", live.namespace, "dispatch.dev/job-id")
+        for tj in live.api.list("TrainJob", live.namespace, "dispatch.dev/managed=true")
         if "deletionTimestamp" not in tj["metadata"]
     )
 

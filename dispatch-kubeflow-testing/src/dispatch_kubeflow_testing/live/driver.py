@@ -253,7 +253,7 @@ class LiveDriver:
 
     # -- between tests ---------------------------------------------------------------
 
-    def cleanup(self, selector: str = "dispatch.dev/job-id") -> None:
+    def cleanup(self, selector: str = "dispatch.dev/managed=true") -> None:
         """Bring lost nodes back, remove preemptors and every TrainJob dispatch made, and
         wait until their pods are gone (so the next test has every GPU)."""
         for node in list(self._lost):
