@@ -47,11 +47,14 @@ _HEAD = re.compile(
 )
 _HEAD_FIELDS = frozenset(("job_id", "seq", "at", "actor"))
 
-#: Caches are bounded: when one is full it starts again empty (a record whose tails never
-#: repeat, like every object id, would otherwise grow it for nothing).
+#: Caches are bounded: when one is full it starts again empty. A tail goes to ``_fresh``
+#: first and moves to ``_tails`` when seen again, so tails that never repeat (every object
+#: id) churn ``_fresh`` and do not push a sweep's spec, plan and causes out of ``_tails``.
 LIMIT = 50_000
 
-_tails: dict[str, tuple[type[Any], dict[str, Any], set[str]]] = {}
+_Known = tuple[type[Any], dict[str, Any], set[str]]
+_tails: dict[str, _Known] = {}
+_fresh: dict[str, _Known] = {}
 _times: dict[str, datetime] = {}
 _created: dict[str, Any] = {}
 _TIME: list[TypeAdapter[datetime]] = []
@@ -81,6 +84,12 @@ def decode_body(body: str | bytes) -> Event:
         if head is not None:
             tail = body[head.end() :]
             known = _tails.get(tail)
+            if known is None:
+                known = _fresh.pop(tail, None)
+                if known is not None:
+                    if len(_tails) >= LIMIT:
+                        _tails.clear()
+                    _tails[tail] = known
             if known is not None:
                 at = _time(head.group(3))
                 if at is not None:
@@ -91,9 +100,7 @@ def decode_body(body: str | bytes) -> Event:
     return decode_event(body)
 
 
-def _build(
-    known: tuple[type[Any], dict[str, Any], set[str]], head: re.Match[str], at: datetime
-) -> Event:
+def _build(known: _Known, head: re.Match[str], at: datetime) -> Event:
     cls, values, fields_set = known
     actor = head.group(4)
     model = cls.__new__(cls)
@@ -125,12 +132,12 @@ def _remember(event: Event, head: re.Match[str], tail: str) -> None:
         return  # the pattern read the head otherwise than the decoder: never trust it
     if isinstance(event, JobCreated):
         _intern(event, tail)
-    if len(_tails) >= LIMIT:
-        _tails.clear()
+    if len(_fresh) >= LIMIT:
+        _fresh.clear()
     values = {k: v for k, v in event.__dict__.items() if k not in _HEAD_FIELDS}
     # One set for every event of this tail: pydantic never changes a frozen model's set in
     # place (``model_copy`` copies it first), and a set each would cost 728 bytes an event.
-    _tails[tail] = (type(event), values, set(event.__pydantic_fields_set__) | _HEAD_FIELDS)
+    _fresh[tail] = (type(event), values, set(event.__pydantic_fields_set__) | _HEAD_FIELDS)
     if len(_times) < LIMIT:
         _times.setdefault(head.group(3), event.at)
 
@@ -155,6 +162,7 @@ def _intern(event: JobCreated, tail: str) -> None:
 def forget() -> None:
     """Empty the caches (tests; a long-lived process never needs to)."""
     _tails.clear()
+    _fresh.clear()
     _times.clear()
     _created.clear()
 
