@@ -54,7 +54,7 @@ LIMIT = 50_000
 
 _Known = tuple[type[Any], dict[str, Any], set[str]]
 _tails: dict[str, _Known] = {}
-_fresh: dict[str, _Known] = {}
+_fresh: dict[str, Event] = {}
 _times: dict[str, datetime] = {}
 _created: dict[str, Any] = {}
 _TIME: list[TypeAdapter[datetime]] = []
@@ -83,50 +83,57 @@ def decode_body(body: str | bytes) -> Event:
         head = _HEAD.match(body)
         if head is not None:
             tail = body[head.end() :]
-            known = _tails.get(tail)
-            if known is None:
-                known = _fresh.pop(tail, None)
-                if known is not None:
-                    if len(_tails) >= LIMIT:
-                        _tails.clear()
-                    _tails[tail] = known
+            known = _tails.get(tail) or _promote(tail)
             if known is not None:
-                at = _time(head.group(3))
+                job_id, seq, when, actor = head.groups()
+                at = _times.get(when) or _time(when)
                 if at is not None:
-                    return _build(known, head, at)
+                    cls, values, fields_set = known
+                    model = cls.__new__(cls)
+                    _set(
+                        model,
+                        "__dict__",
+                        {
+                            "job_id": job_id,
+                            "seq": int(seq),
+                            "at": at,
+                            "actor": None if actor == "null" else actor[1:-1],
+                            **values,
+                        },
+                    )
+                    _set(model, "__pydantic_fields_set__", fields_set)
+                    _set(model, "__pydantic_extra__", None)
+                    _set(model, "__pydantic_private__", None)
+                    return model  # type: ignore[no-any-return]
             event = decode_event(body)
             _remember(event, head, tail)
             return event
     return decode_event(body)
 
 
-def _build(known: _Known, head: re.Match[str], at: datetime) -> Event:
-    cls, values, fields_set = known
-    actor = head.group(4)
-    model = cls.__new__(cls)
-    setter = object.__setattr__
-    setter(
-        model,
-        "__dict__",
-        {
-            "job_id": head.group(1),
-            "seq": int(head.group(2)),
-            "at": at,
-            "actor": None if actor == "null" else actor[1:-1],
-            **values,
-        },
-    )
-    setter(model, "__pydantic_fields_set__", fields_set)
-    setter(model, "__pydantic_extra__", None)
-    setter(model, "__pydantic_private__", None)
-    return model  # type: ignore[no-any-return]
+_set = object.__setattr__
+
+
+def _promote(tail: str) -> _Known | None:
+    """A tail seen once before, now seen again: worth keeping (its values made once)."""
+    event = _fresh.pop(tail, None)
+    if event is None:
+        return None
+    values = {k: v for k, v in event.__dict__.items() if k not in _HEAD_FIELDS}
+    # One set for every event of this tail: pydantic never changes a frozen model's set in
+    # place (``model_copy`` copies it first), and a set each would cost 728 bytes an event.
+    known = (type(event), values, set(event.__pydantic_fields_set__) | _HEAD_FIELDS)
+    if len(_tails) >= LIMIT:
+        _tails.clear()
+    _tails[tail] = known
+    return known
 
 
 def _remember(event: Event, head: re.Match[str], tail: str) -> None:
-    actor = head.group(4)
+    job_id, seq, when, actor = head.groups()
     if (
-        event.job_id != head.group(1)
-        or event.seq != int(head.group(2))
+        event.job_id != job_id
+        or event.seq != int(seq)
         or event.actor != (None if actor == "null" else actor[1:-1])
     ):
         return  # the pattern read the head otherwise than the decoder: never trust it
@@ -134,12 +141,9 @@ def _remember(event: Event, head: re.Match[str], tail: str) -> None:
         _intern(event, tail)
     if len(_fresh) >= LIMIT:
         _fresh.clear()
-    values = {k: v for k, v in event.__dict__.items() if k not in _HEAD_FIELDS}
-    # One set for every event of this tail: pydantic never changes a frozen model's set in
-    # place (``model_copy`` copies it first), and a set each would cost 728 bytes an event.
-    _fresh[tail] = (type(event), values, set(event.__pydantic_fields_set__) | _HEAD_FIELDS)
+    _fresh[tail] = event
     if len(_times) < LIMIT:
-        _times.setdefault(head.group(3), event.at)
+        _times.setdefault(when, event.at)
 
 
 def _intern(event: JobCreated, tail: str) -> None:
