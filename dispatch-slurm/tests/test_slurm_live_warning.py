@@ -51,7 +51,7 @@ def test_a_job_that_checkpoints_on_the_warning_and_exits_0_is_time_limit_S45_S44
         command=("bash", str(script)),
         workdir=workdir,
         env={"OUT": str(out)},
-        warn=parse_warning("USR1@45s"),
+        warn=parse_warning("USR1@55s"),
         resources=Resources(nodes=2, time_limit=timedelta(minutes=1)),
         options={"partition": "high"},
     )
@@ -152,7 +152,7 @@ def test_a_batch_script_that_checkpoints_on_the_warning_and_exits_0_is_time_limi
         script=script,
         workdir=workdir,
         env={"OUT": str(out)},
-        warn=parse_warning("USR1@45s"),
+        warn=parse_warning("USR1@55s"),
         resources=Resources(time_limit=timedelta(minutes=1)),
         options={"partition": "high"},
     )
