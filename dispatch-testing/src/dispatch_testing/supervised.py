@@ -9,7 +9,7 @@ Everything else goes straight to the real backend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dispatch import Backend, Cause, Declarations, Discovery, JobSpec, hookimpl
@@ -70,3 +70,19 @@ class ProvokingPlugin:
     @hookimpl
     def dispatch_stop(self, object_id: str, cause: Cause) -> None:
         self.real.stop(object_id, cause)
+
+    @hookimpl
+    def dispatch_logs(
+        self,
+        job_id: str,
+        submission: int,
+        object_id: str,
+        stream: str,
+        node: str | None,
+        rank: int | None,
+        offset: int,
+    ) -> Iterable[bytes]:
+        # forwarded so a backend declaring `logs` stays loadable behind the wrapper
+        return self.real.logs(
+            job_id, submission, object_id, stream=stream, node=node, rank=rank, offset=offset
+        )
