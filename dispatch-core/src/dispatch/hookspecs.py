@@ -78,7 +78,9 @@ def dispatch_submit(  # type: ignore[empty-body]
         without ``multi-node``, GPUs, a time limit, ``exclude_nodes``, ``gated``): the
         core checks capabilities before recording, this is the last line, and the kit
         requires ``SubmitRefused`` for it. dispatch records a refusal as a failed
-        submission with those words; any other error is a fault in the backend. (An object
+        submission with those words; any other error but ``Unreachable`` is a fault in the
+        backend, recorded as a failed submission too (``BackendFailed`` naming the hook),
+        never retried for ever. (An object
         the scheduler accepted and then failed to start is discovered as ended with
         ``launch-failed`` instead.)
 
