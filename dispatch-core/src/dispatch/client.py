@@ -406,6 +406,7 @@ class Client:
     def supervisor(self, jobs: Sequence[str] | None = None, **options: Any) -> Supervisor:
         from dispatch.supervisor import Supervisor
 
+        options.setdefault("notifier", self.notifier)
         return Supervisor(self.store, self.registry, jobs=jobs, **options)
 
     def supervise(
@@ -418,30 +419,23 @@ class Client:
         on_tick: Callable[[TickReport], None] | None = None,
     ) -> TickReport:
         """Run the supervisor on every active job (what ``dispatch supervise`` runs) until
-        ``stop`` is set, telling the notifier after each tick; ``once``: one tick."""
+        ``stop`` is set; ``once``: one tick. Every supervisor a client makes tells its
+        notifier after each tick."""
         from dispatch import units
 
         interval = units.seconds(interval, "interval")
         ttl = timedelta(seconds=units.seconds(lease, "lease"))
         supervisor = self.supervisor(lease_ttl=ttl)
 
-        def ticked(report: TickReport) -> None:
-            self.tick_notifier(report)
-            if on_tick is not None:
-                on_tick(report)
-
         try:
             if once:
                 report = supervisor.tick()
-                ticked(report)
+                if on_tick is not None:
+                    on_tick(report)
                 return report
-            return supervisor.run(interval=interval, stop=stop, on_tick=ticked)
+            return supervisor.run(interval=interval, stop=stop, on_tick=on_tick)
         finally:
             supervisor.release()
-
-    def tick_notifier(self, report: TickReport | None = None) -> None:
-        if self.notifier is not None:
-            self.notifier.poke()
 
     def request(self, job_id: str, make: Callable[[Job], list[Any]], done: str) -> Status:
         """Append what a person asked, then run one supervisor tick on the job so it
@@ -465,7 +459,6 @@ class Client:
             report = supervisor.tick()
         finally:
             supervisor.release()
-        self.tick_notifier(report)
         if report.unreachable:
             raise Deferred(job_id, done, report.unreachable)
         return status_of(self.store, self.registry, job_id)

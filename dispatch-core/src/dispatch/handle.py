@@ -86,7 +86,6 @@ class JobHandle:
         ended: list[bool] = []
 
         def on_tick(report: TickReport) -> None:
-            self.client.tick_notifier(report)
             if on_unreachable is not None:
                 for name, problem in report.unreachable.items():
                     on_unreachable(name, problem)

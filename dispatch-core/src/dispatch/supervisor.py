@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from typing import TYPE_CHECKING
 
 from dispatch.backends import Backend, Registry
 from dispatch.cause import Cause
@@ -46,6 +47,9 @@ from dispatch.job import Job
 from dispatch.stalls import progress_effects
 from dispatch.store.base import Batch, Lease, RecordStore
 from dispatch.store.codec import collector_paused
+
+if TYPE_CHECKING:
+    from dispatch.notify import Notifier
 
 log = logging.getLogger("dispatch.supervisor")
 
@@ -94,8 +98,10 @@ class Supervisor:
         clock: Callable[[], datetime] = utc_now,
         step: Callable[[str], None] | None = None,
         jobs: Iterable[str] | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.store = store
+        self._notifier = notifier  # told after each tick; it delivers in its own thread
         self.registry = registry
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.lease_ttl = lease_ttl
@@ -171,7 +177,10 @@ class Supervisor:
         # The collector stays out of the tick (issue 14): its many objects (discovery views,
         # decisions) are freed by their reference counts; it runs between ticks.
         with collector_paused(freeze_over=None):
-            return self._tick(now)
+            report = self._tick(now)
+        if self._notifier is not None:
+            self._notifier.poke()  # returns at once: a hook never delays or fails a tick
+        return report
 
     def _tick(self, now: datetime | None) -> TickReport:
         now = now or self.clock()

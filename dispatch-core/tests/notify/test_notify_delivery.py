@@ -172,3 +172,21 @@ def test_supervise_processes_notify_once_from_the_profile(sh: Shell, receiver: R
         "outcome-committed",
     ]
     assert len(receiver.attempts) == 2
+
+
+def test_a_supervisor_given_a_notifier_tells_it_after_each_tick(
+    url: str, started: Notifier, receiver: Receiver
+) -> None:
+    from dispatch.backends import Registry
+    from dispatch.supervisor import Supervisor
+
+    job = Client(url).submit(["false"])
+    with open_store(url) as store:
+        supervisor = Supervisor(store, Registry.from_entry_points(), notifier=started)
+        for _ in range(200):
+            supervisor.tick()
+            if receiver.bodies:
+                break
+            time.sleep(0.1)
+        supervisor.release()
+    assert receiver.keys() == [f"{job.job_id}:{job.record().version}"]
