@@ -87,7 +87,8 @@ trap : HUP INT TERM USR1 USR2
 "$@" &
 child=$!
 # the warning reaches this shell only: pass it on (S-45, dispatch_slurm/warning.py)
-[ -z "${DISPATCH_WARN_SIGNAL:-}" ] || trap "kill -s \$DISPATCH_WARN_SIGNAL \$child 2>/dev/null" "$DISPATCH_WARN_SIGNAL"
+[ -z "${DISPATCH_WARN_SIGNAL:-}" ] ||
+  trap "kill -s \$DISPATCH_WARN_SIGNAL \$child 2>/dev/null" "$DISPATCH_WARN_SIGNAL"
 while :; do wait "$child"; rc=$?; kill -0 "$child" 2>/dev/null || break; done
 if [ "$rc" -ne 0 ]; then echo "$RANK $rc" >>"$DISPATCH_EXITS"; fi
 exit "$rc"'
