@@ -3,8 +3,9 @@
 # Idempotent; safe to run again.
 #
 #   bash scripts/setup.sh            .venv with every distribution (editable) + test tools
-#   bash scripts/setup.sh services   also, as root: PostgreSQL and a single-host Slurm
-#                                    (munge, MariaDB, slurmdbd, slurmctld, slurmd), started
+#   bash scripts/setup.sh services   also, as root: PostgreSQL, a 4-node Slurm on this host
+#                                    (munge, MariaDB, slurmdbd, slurmctld, 4 slurmd), started;
+#                                    torch in a cached venv for the 2-node torch tests
 #
 # Environment: PYTHON (default python3), VENV (default .venv).
 set -euo pipefail
@@ -34,7 +35,9 @@ if [ "${1:-}" = services ]; then
     say "PostgreSQL"
     DISPATCH_TEST_POSTGRES=$(bash .ci/start-postgres.sh)
     echo "$DISPATCH_TEST_POSTGRES" > "$VENV/postgres-dsn"
-    say "Slurm"
+    say "Slurm (4 nodes on this host)"
     bash dispatch-slurm/scripts/start-slurm.sh >&2
+    say "torch for the live 2-node torch.distributed tests (wheels cached outside the checkout)"
+    bash dispatch-slurm-testing/src/dispatch_slurm_testing/install-torch.sh >/dev/null
 fi
 say "done"
