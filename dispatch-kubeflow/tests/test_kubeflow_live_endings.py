@@ -161,7 +161,7 @@ def test_live_gated_submission_is_suspended_until_the_gate_opens(
     obj = until(
         live_backend, job_id, "held by dispatch's gate", lambda o: o.phase is not Phase.ENDED
     )
-    assert obj.phase in (Phase.PENDING, Phase.HELD), obj
+    assert obj.phase is Phase.GATED, obj
     live.wait("the JobSet suspended", lambda: live.jobset(name)["spec"].get("suspend") is True)
     assert live.pods(name) == []
     live_backend.dispatch_open_gate(object_id)

@@ -78,7 +78,7 @@ def test_live_foreground_deletion_blocked_by_a_lost_node_is_finished_by_stop(
     assert "foregroundDeletion" in blocked["metadata"].get("finalizers", [])
     assert terminating_on(live, name, node)
     live_backend.dispatch_stop(
-        object_id, Cause(kind=CauseKind.NODE_LOST, provenance=Provenance.DISPATCH, detail="fence")
+        object_id, Cause(kind=CauseKind.NODE_LOST, provenance=Provenance.SCHEDULER, detail="fence")
     )
 
     def gone() -> bool:
@@ -89,7 +89,12 @@ def test_live_foreground_deletion_blocked_by_a_lost_node_is_finished_by_stop(
         return False
 
     live.wait("the TrainJob deleted", gone, timeout=60)
-    assert live_backend.dispatch_discover(job_ids=[job_id]).objects == ()
+    # its JobSet, Jobs and pods go after it (the garbage collector): then discovery is empty
+    live.wait(
+        "discovery empty once the garbage collector is done",
+        lambda: live_backend.dispatch_discover(job_ids=[job_id]).objects == (),
+        timeout=60,
+    )
 
 
 def test_live_multi_node_one_node_lost_and_one_rank_failing(
