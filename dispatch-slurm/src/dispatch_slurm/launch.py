@@ -79,17 +79,20 @@ cpus=$((LOCAL_WORLD_SIZE * ${SLURM_CPUS_PER_TASK:-1}))
 exits="$logdir/exits.$DISPATCH_EXECUTION"
 export DISPATCH_EXITS=$exits
 # each task: the contract, then the command as a child whose failing status is noted;
-# signals are handled (not ignored) here, so the command keeps their default dispositions
-# and gets them itself (Slurm signals every process of the step)
+# signals are handled (not ignored) here, so the command keeps their default dispositions,
+# and passed on to it once it runs: a signal Slurm sends to this shell only (scancel
+# --signal, a preemption SIGTERM) still reaches the command, which may checkpoint on it
 task='RANK=$((NODE_RANK * LOCAL_WORLD_SIZE + SLURM_LOCALID)) LOCAL_RANK=$SLURM_LOCALID
 export RANK LOCAL_RANK
 trap : HUP INT TERM USR1 USR2
 "$@" &
 child=$!
-# the warning reaches this shell only: pass it on (S-45, dispatch_slurm/warning.py)
-[ -z "${DISPATCH_WARN_SIGNAL:-}" ] ||
-  trap "kill -s \$DISPATCH_WARN_SIGNAL \$child 2>/dev/null" "$DISPATCH_WARN_SIGNAL"
-while :; do wait "$child"; rc=$?; kill -0 "$child" 2>/dev/null || break; done
+# the warning reaches this shell only: passed on too (S-45, dispatch_slurm/warning.py)
+for sig in HUP INT TERM USR1 USR2 ${DISPATCH_WARN_SIGNAL:-}; do
+  trap "trapped=1; kill -s $sig \$child 2>/dev/null" "$sig"
+done
+# a trap interrupts wait (status > 128): wait again for the command own status
+while :; do trapped=0; wait "$child"; rc=$?; [ "$trapped" = 1 ] && [ "$rc" -gt 128 ] || break; done
 if [ "$rc" -ne 0 ]; then echo "$RANK $rc" >>"$DISPATCH_EXITS"; fi
 exit "$rc"'
 pids=()
