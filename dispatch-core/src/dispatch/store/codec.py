@@ -89,7 +89,7 @@ def decode_body(body: str | bytes) -> Event:
                 at = _times.get(when) or _time(when)
                 if at is not None:
                     cls, values, fields_set = known
-                    model = cls.__new__(cls)
+                    model = object.__new__(cls)
                     _set(
                         model,
                         "__dict__",

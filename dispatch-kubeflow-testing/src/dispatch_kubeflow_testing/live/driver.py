@@ -127,7 +127,8 @@ class LiveDriver:
 
     def exit(self, name: str, code: int, *, pod: int = 0, reason: str | None = None) -> str:
         """Node ``pod``'s training process exits with ``code``. Returns the pod's name."""
-        target = self.running(name, pod + 1) and self.pod(name, pod)
+        self.running(name, pod + 1)
+        target = self.pod(name, pod)
         annotations = {EXIT: str(code)}
         if reason:
             annotations[REASON] = reason
@@ -148,7 +149,8 @@ class LiveDriver:
     def preempt(self, name: str, *, pod: int = 0) -> str:
         """A pod of a higher PriorityClass that needs every GPU of the node under node
         ``pod`` arrives; the real scheduler preempts. Returns the preemptor's name."""
-        victim = self.running(name, pod + 1) and self.pod(name, pod)
+        self.running(name, pod + 1)
+        victim = self.pod(name, pod)
         node = victim["spec"]["nodeName"]
         preemptor = f"live-preemptor-{uuid.uuid4().hex[:6]}"
         self.api.create(
@@ -183,7 +185,8 @@ class LiveDriver:
 
     def evict(self, name: str, *, pod: int = 0) -> str:
         """``kubectl drain``'s call: the Eviction API on node ``pod``'s pod."""
-        target = self.running(name, pod + 1) and self.pod(name, pod)
+        self.running(name, pod + 1)
+        target = self.pod(name, pod)
         pod_name = target["metadata"]["name"]
         self.api.request(
             "POST",
@@ -201,7 +204,8 @@ class LiveDriver:
     def lose_node(self, name: str, *, pod: int = 0) -> str:
         """The kubelet of the node under node ``pod`` stops heartbeating: KWOK stops
         managing it (no more lease renewals, nobody to finish its pods). Returns the node."""
-        target = self.running(name, pod + 1) and self.pod(name, pod)
+        self.running(name, pod + 1)
+        target = self.pod(name, pod)
         node = str(target["spec"]["nodeName"])
         self.api.merge_patch("Node", node, {"metadata": {"labels": {MANAGED[0]: None}}})
         self._lost.add(node)

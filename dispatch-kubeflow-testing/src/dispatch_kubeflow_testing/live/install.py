@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 Obj = dict[str, Any]
 
