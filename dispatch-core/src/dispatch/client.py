@@ -216,6 +216,7 @@ class Client:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         options: Mapping[str, str] | None = None,
+        launcher: str | None = None,
         warn: Any = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         progress_window: Any = None,
@@ -260,6 +261,13 @@ class Client:
             resources = self._default("resources")
         merged_options = dict(self._default("options") or {})
         merged_options.update(options or {})
+        from dispatch.enums import Launcher
+
+        try:
+            how = Launcher(launcher if launcher is not None else Launcher.TASKS)
+        except ValueError:
+            choices = ", ".join(m.value for m in Launcher)
+            raise BadInput(f"launcher {launcher!r}: give one of {choices}") from None
         return JobSpec(
             name=name or default_name(script_file, words),
             command=words,
@@ -268,6 +276,7 @@ class Client:
             workdir=workdir,
             resources=build_resources(resources),
             options=text_pairs(merged_options, "option"),
+            launcher=how,
             **endings(
                 warn=warn,
                 checkpoint_dir=checkpoint_dir,
@@ -300,6 +309,7 @@ class Client:
         env: Mapping[str, str] | None = None,
         workdir: str | None = None,
         options: Mapping[str, str] | None = None,
+        launcher: str | None = None,
         warn: Any = None,
         checkpoint_dir: str | os.PathLike[str] | None = None,
         progress_window: Any = None,
@@ -310,6 +320,8 @@ class Client:
         :param policy: a :class:`dispatch.RecoveryPolicy` or a policy file's path.
         :param resources: a :class:`dispatch.Resources` or a mapping (see
             :func:`build_resources`).
+        :param launcher: ``"tasks"`` (the command once per task, default) or ``"torchrun"``
+            (once per node, torchrun's rendezvous set): :class:`dispatch.Launcher` (S-41).
         :param warn: ``"USR1@90s"`` or an :class:`dispatch.core.warning.EndWarning`: the
             signal sent that long before a time limit, preemption or stop (S-45).
         :param checkpoint_dir: the job's checkpoint directory (DISPATCH_CHECKPOINT_DIR);
@@ -328,6 +340,7 @@ class Client:
                 env=env,
                 workdir=workdir,
                 options=options,
+                launcher=launcher,
                 warn=warn,
                 checkpoint_dir=checkpoint_dir,
                 progress_window=progress_window,

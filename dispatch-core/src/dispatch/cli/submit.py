@@ -35,6 +35,12 @@ _COUNT = click.IntRange(min=1, max=1_000_000)
 )
 @click.option("--nodes", type=_COUNT, help="[default: 1]")
 @click.option("--tasks-per-node", type=_COUNT, help="[default: 1]")
+@click.option(
+    "--launcher",
+    type=click.Choice(["tasks", "torchrun"]),
+    help="tasks: the command once per task, each with RANK/WORLD_SIZE/MASTER_ADDR...; "
+    "torchrun: once per node, torchrun's rendezvous set through PET_* [default: tasks]",
+)
 @click.option("--cpus-per-task", type=_COUNT)
 @click.option("--gpus-per-node", type=click.IntRange(min=0, max=1_000_000))
 @click.option("--mem", help="Memory per node, e.g. 4G.")
@@ -75,6 +81,7 @@ def submit(
     script_file: Path | None,
     nodes: int | None,
     tasks_per_node: int | None,
+    launcher: str | None,
     cpus_per_task: int | None,
     gpus_per_node: int | None,
     mem: str | None,
@@ -133,6 +140,7 @@ def submit(
         env=pairs(env, "--env"),
         workdir=workdir,
         options=pairs(options, "--option"),
+        launcher=launcher,
         **_endings(warn, checkpoint_dir, progress_window),
     )
     if dry_run:

@@ -384,8 +384,22 @@ class LocalBackend:
         argv = shlex.join(spec.command) if spec.command else f"/bin/sh {obj}/script"
         if spec.script is not None and spec.script.startswith("#!"):
             argv = f"{obj}/script"
-        env = {"DISPATCH_JOB_ID": job_id, "DISPATCH_SUBMISSION": str(submission)}
-        env |= {"DISPATCH_OBJECT_ID": obj.name, **spec.env}
+        from datetime import UTC, datetime
+
+        from dispatch.local.environment import contract, master_port
+        from dispatch.local.records import ObjectMeta
+
+        meta = ObjectMeta(
+            object_id=obj.name,
+            job_id=job_id,
+            submission=submission,
+            spec=spec,
+            gated=gated,
+            created_at=datetime.now(UTC),
+            cwd=os.getcwd(),
+            stop_grace=self.stop_grace,
+        )
+        env = {**spec.env, **contract(meta, resumed=submission > 1, port=master_port(job_id))}
         limit = spec.resources.time_limit
         lines = [
             f"runner   {shlex.join([sys.executable, '-m', 'dispatch.local.runner', str(obj)])}",
@@ -393,7 +407,7 @@ class LocalBackend:
             f"cwd      {os.path.join(os.getcwd(), spec.workdir or '')}",
             f"gated    {'yes' if gated else 'no'}",
             f"time     {limit or 'no limit'} (then SIGTERM, SIGKILL after {self.stop_grace:g}s)",
-            "env      inherited, plus:",
+            "env      the submitter's (without DISPATCH_* variables), plus:",
             *(f"  {shlex.quote(f'{k}={v}')}" for k, v in env.items()),
         ]
         if spec.script is not None:
