@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dispatch.cli import exit_codes
 from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx, seconds_option
 
 if TYPE_CHECKING:
@@ -33,8 +34,10 @@ def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_
     import threading
 
     stop = threading.Event()
+    unreachable: list[str] = []
 
     def report_tick(report: TickReport) -> None:
+        unreachable[:] = sorted(report.unreachable)
         if as_json:
             click.echo(json.dumps(dataclasses.asdict(report), default=str))
         else:
@@ -46,6 +49,10 @@ def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_
     c.client.supervise(
         once=once, interval=interval, lease=lease_seconds, stop=stop, on_tick=report_tick
     )
+    if once and unreachable:
+        # the tick ran (leases released) but could not ask every backend: exit 3, as
+        # docs/cli.md defines for an unreachable scheduler (issue 16 item 5)
+        raise SystemExit(exit_codes.UNREACHABLE)
 
 
 def tick_line(report: Any) -> str:
