@@ -22,3 +22,9 @@ $D status "$job"
 echo
 echo "\$ dispatch history $job"
 $D history "$job"
+echo
+echo "\$ dispatch logs $job"
+$D logs "$job"
+echo
+echo "\$ dispatch logs $job --submission 1 --stderr"
+$D logs "$job" --submission 1 --stderr
