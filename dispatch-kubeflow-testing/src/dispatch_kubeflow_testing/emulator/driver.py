@@ -478,18 +478,6 @@ class Emulator:
                     }
             self.reconcile()
 
-    def set_capacity(self, available: bool, *, only: str | None = None) -> None:
-        """No node can take a new pod (``Unschedulable``) until capacity comes back; with
-        ``only``, just for that TrainJob's pods (other jobs keep scheduling)."""
-        with self.store.lock:
-            if only is None:
-                self.cluster.capacity = available
-            elif available:
-                self.cluster.unschedulable.discard(only)
-            else:
-                self.cluster.unschedulable.add(only)
-            self.reconcile()
-
     def suspend_behind_back(self, name: str) -> None:
         """Someone else suspends the TrainJob (``kubectl patch ... suspend: true``)."""
         with self.store.lock:

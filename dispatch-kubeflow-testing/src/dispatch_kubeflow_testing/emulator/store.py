@@ -266,12 +266,6 @@ class Store:
                     found.append(obj)
         return found
 
-    def resource_of(self, obj: Obj) -> Resource:
-        for res in RESOURCES.values():
-            if res.kind == obj.get("kind") and res.api_version == obj.get("apiVersion"):
-                return res
-        raise KeyError(obj.get("kind"))
-
     def all_uids(self) -> set[str]:
         return {o["metadata"]["uid"] for res in RESOURCES.values() for o in self.items(res)}
 
