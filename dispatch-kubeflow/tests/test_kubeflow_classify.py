@@ -1,7 +1,7 @@
 """One pure test per row of docs/mapping.md: recorded object dicts in, ObjectView out.
 
 The dicts carry the exact strings the Trainer, JobSet, Job controller, kubelet and Kueue
-write (RESEARCH.md §3). No cluster, no client: this is the classifier alone.
+write (dispatch-kubeflow/docs/research.md §3). No cluster, no client: this is the classifier alone.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The TrainJob dispatch creates for one submission: pure, so tests read it without a cluster.
 
 Tagging differs by Trainer version because TrainJob ``metadata.labels`` never reach the
-JobSet, Jobs or Pods (RESEARCH.md §1.1):
+JobSet, Jobs or Pods (dispatch-kubeflow/docs/research.md §1.1):
 
 - 2.2 and later: one ``runtimePatches`` entry (manager ``dispatch.dev/dispatch``) puts
   the labels on the JobSet, on every replicated Job and on every pod template;

@@ -1,6 +1,7 @@
 """What the API server and the webhooks decide before a TrainJob is stored.
 
-The schema differs by Trainer version (RESEARCH.md §1.1): ``runtimePatches`` and
+The schema differs by Trainer version (dispatch-kubeflow/docs/research.md §1.1):
+``runtimePatches`` and
 ``activeDeadlineSeconds`` exist from v2.2; ``labels``/``annotations`` only before it;
 ``podTemplateOverrides`` only in v2.1. With ``fieldValidation=Strict`` an unknown field is
 a 400, otherwise it is silently pruned, which is why the adapter always asks for Strict.

@@ -2,7 +2,8 @@
 trainer.py, jobset.py, job.py, kubelet.py) and the store's garbage collector.
 
 Each pass reads and writes the store the way the real controller does, with the strings
-the real controllers write (RESEARCH.md §1-§3), so the adapter's classifier meets the
+the real controllers write (dispatch-kubeflow/docs/research.md §1-§3), so the adapter's
+classifier meets the
 same evidence chain it meets on a cluster: TrainJob → JobSet → Jobs → Pods → Nodes.
 
 Simplifications, on purpose: a Job fails on its first failed pod (backoffLimit 0, what

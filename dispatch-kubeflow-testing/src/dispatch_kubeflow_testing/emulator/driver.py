@@ -1,7 +1,8 @@
 """The emulated cluster and its scenario driver: start it, point a kubeconfig at it, and
 provoke each ending the way the cluster would produce it.
 
-Why an emulator of our own and not kmock: kmock (RESEARCH.md §5) ignores label selectors,
+Why an emulator of our own and not kmock: kmock (dispatch-kubeflow/docs/research.md §5)
+ignores label selectors,
 does not keep the status subresource apart, has no uid/resourceVersion, no propagation
 policy or garbage collection, and no controllers. Discovery by label, Foreground deletion
 blocked by a pod on a lost node, and the TrainJob → JobSet → Job → Pod chain are exactly

@@ -1,6 +1,6 @@
 """The Trainer controller: TrainJob + runtime (+ runtimePatches, or spec.labels and
 podTemplateOverrides before v2.2) → JobSet; suspend, deadline and terminal conditions
-copied back (RESEARCH.md §1-§2)."""
+copied back (dispatch-kubeflow/docs/research.md §1-§2)."""
 
 from __future__ import annotations
 
