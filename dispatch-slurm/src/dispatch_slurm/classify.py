@@ -119,7 +119,7 @@ def _reason_matches(pattern: str, reason: str) -> bool:
 P, H, R, E, G = Phase.PENDING, Phase.HELD, Phase.RUNNING, Phase.ENDED, Phase.GATED
 K = CauseKind
 SCH, APP, ACT = Provenance.SCHEDULER, Provenance.APPLICATION, Provenance.ACTOR
-_ALIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING",
+ALIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING",
           "SIGNALING", "STAGE_OUT")
 #: reasons that say the request cannot run as the cluster is configured now
 NEVER_FITS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown",
@@ -160,10 +160,10 @@ TABLE: tuple[Row, ...] = (
     Row(("REQUEUE_HOLD", "SPECIAL_EXIT"), (), "any", H, K.HELD, SCH,
         "requeued in a held state"),
     # -- alive --------------------------------------------------------------------------
-    Row(_ALIVE, (), "node-not-responding", R, K.NODE_LOST, SCH,
+    Row(ALIVE, (), "node-not-responding", R, K.NODE_LOST, SCH,
         "running on a node that stopped answering (the node-loss fence counts from here)",
         ("slurmd-killed-node-not-responding",)),
-    Row(_ALIVE, (), "any", R, None, None, "running (or finishing: COMPLETING)",
+    Row(ALIVE, (), "any", R, None, None, "running (or finishing: COMPLETING)",
         ("drain-running-job-while-draining",)),
     # -- ended --------------------------------------------------------------------------
     Row(("COMPLETED",), (), "any", E, K.NONE, APP,

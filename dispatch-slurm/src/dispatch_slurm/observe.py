@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from dispatch import Cause, CauseKind, Execution, ObjectView, Phase, Provenance
 
 from dispatch_slurm.attribute import Attribution, attribute, parse_attribution
-from dispatch_slurm.classify import Answer, classify
+from dispatch_slurm.classify import ALIVE, Answer, classify
 from dispatch_slurm.parse import (
     NodeRow,
     ParseError,
@@ -42,10 +42,8 @@ from dispatch_slurm.parse import (
 )
 from dispatch_slurm.tags import Tag, job_id_from_name, parse_comment
 
-ALIVE_STATES = frozenset(
-    {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING", "SIGNALING",
-     "STAGE_OUT"}
-)
+#: one list of the states a job is alive in: the classification table's (classify._ALIVE)
+ALIVE_STATES = frozenset(ALIVE)
 _LAUNCH_HELD = "launch failed requeued held"
 
 
@@ -278,9 +276,6 @@ def _settling(cause: Cause | None, hosts: tuple[str, ...], ended_at: datetime | 
 
 
 def running_any(squeue_text: str) -> bool:
-    """Whether any listed job is alive on nodes (then sinfo is asked about node health)."""
-    for line in squeue_text.splitlines():
-        fields = line.split("|")
-        if len(fields) > 2 and fields[2].strip() in ALIVE_STATES:
-            return True
-    return False
+    """Whether any listed job is alive on nodes (then sinfo is asked about node health);
+    read by the one squeue parser, never by column position."""
+    return any(row.state in ALIVE_STATES for row in parse_squeue(squeue_text))
