@@ -30,7 +30,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,7 @@ from dispatch.errors import DecodeError, DispatchError, RecordConflict, SubmitRe
 from dispatch.events import Event, SubmissionCreated, SubmissionFailed
 from dispatch.folding import fold
 from dispatch.job import Job
+from dispatch.jobs import utc_now
 from dispatch.stalls import progress_effects
 from dispatch.store.base import Batch, Lease, RecordStore
 from dispatch.store.codec import collector_paused
@@ -55,10 +56,6 @@ log = logging.getLogger("dispatch.supervisor")
 
 #: Feed rows decoded and folded at a time: a cold start holds one page, not the record.
 FEED_PAGE = 20_000
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
