@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dispatch.errors import DispatchError, Unreachable
 
@@ -141,7 +141,9 @@ class JobHandle:
         actor = self.client.actor
         return self.client.request(
             self.job_id,
-            lambda job: requests.resubmit(job, actor=actor, now=utc_now()),
+            _pinned(
+                lambda job, hold: requests.resubmit(job, actor=actor, now=utc_now(), hold=hold)
+            ),
             "resubmitted",
         )
 
@@ -153,7 +155,7 @@ class JobHandle:
         actor = self.client.actor
         return self.client.request(
             self.job_id,
-            lambda job: requests.give_up(job, actor=actor, now=utc_now()),
+            _pinned(lambda job, hold: requests.give_up(job, actor=actor, now=utc_now(), hold=hold)),
             "gave up",
         )
 
@@ -195,3 +197,19 @@ class JobHandle:
             follow=follow,
             interval=interval,
         )
+
+
+def _pinned(make: Callable[[Job, int | None], list[Any]]) -> Callable[[Job], list[Any]]:
+    """The request made against the hold the first read showed, on every retry: when a
+    retry finds that hold resolved by someone else, it is refused, never applied to the
+    job's next hold (issue 15.11)."""
+    from dispatch.requests import current_hold
+
+    seen: list[int | None] = []
+
+    def made(job: Job) -> list[Any]:
+        if not seen:
+            seen.append(current_hold(job))
+        return make(job, seen[0])
+
+    return made
