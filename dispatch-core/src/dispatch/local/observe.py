@@ -231,6 +231,9 @@ def _lost(obj: ObjectDir, meta: ObjectMeta, started: Started | None, now: dateti
         return None
     if started.keeper is not None and gone(started.keeper) is None:
         return None  # its keeper is writing down how it ended
+    if read(exit_file(obj.path), Exited) is not None:
+        # the keeper wrote it and exited after `_kept` looked: the next look reads it
+        return None
     return (
         f"the local runner is gone ({runner_gone}) and so is the command ({command_gone}) "
         "without an exit status on record (the machine rebooted, or both were killed); "
