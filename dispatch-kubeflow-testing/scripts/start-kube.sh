@@ -19,6 +19,8 @@
 #                        gomod/ (GOMODCACHE), gocache/ (GOCACHE), <key>/bin/ (binaries)
 #   DISPATCH_KUBE_RUN    runtime state (default /var/tmp/dispatch-kube): pki/, etcd/, logs/,
 #                        kubeconfig, endpoint.env
+#   DISPATCH_KUBE_PORT_OFFSET  added to every port (default 0): a second instance beside the
+#                        default one needs its own DISPATCH_KUBE_RUN and an offset
 #   DISPATCH_KUBE_JOBS   parallel compile jobs (default 2), always under nice -n 10
 set -euo pipefail
 
@@ -34,18 +36,26 @@ KWOK_VERSION=v0.8.0
 JOBSET_VERSION=v0.11.1
 TRAINER_VERSION=v2.2.0
 
-ETCD_PORT=23790
-ETCD_PEER_PORT=23800
-API_PORT=16443
-KCM_PORT=16457
-SCHED_PORT=16459
-KWOK_PORT=16480
-JOBSET_WEBHOOK_PORT=19443
-JOBSET_METRICS_PORT=18443
-JOBSET_HEALTH_PORT=18081
-TRAINER_WEBHOOK_PORT=19444
-TRAINER_METRICS_PORT=18444
-TRAINER_HEALTH_PORT=18082
+# Every port this control plane listens on, each plus DISPATCH_KUBE_PORT_OFFSET (default 0),
+# so a second instance (its own DISPATCH_KUBE_RUN) runs beside the default one.
+OFFSET="${DISPATCH_KUBE_PORT_OFFSET:-0}"
+[[ "$OFFSET" =~ ^[0-9]+$ ]] && ((OFFSET <= 40000)) \
+  || { echo "start-kube: DISPATCH_KUBE_PORT_OFFSET must be a whole number 0..40000, not '$OFFSET'" >&2; exit 1; }
+ETCD_PORT=$((23790 + OFFSET))
+ETCD_PEER_PORT=$((23800 + OFFSET))
+API_PORT=$((16443 + OFFSET))
+KCM_PORT=$((16457 + OFFSET))
+SCHED_PORT=$((16459 + OFFSET))
+JOBSET_WEBHOOK_PORT=$((19443 + OFFSET))
+JOBSET_HEALTH_PORT=$((18081 + OFFSET))
+TRAINER_WEBHOOK_PORT=$((19444 + OFFSET))
+TRAINER_HEALTH_PORT=$((18082 + OFFSET))
+declare -A PORTS_OF=(
+  [etcd]="$ETCD_PORT $ETCD_PEER_PORT" [kube-apiserver]="$API_PORT"
+  [kube-controller-manager]="$KCM_PORT" [kube-scheduler]="$SCHED_PORT" [kwok]=""
+  [jobset-controller]="$JOBSET_WEBHOOK_PORT $JOBSET_HEALTH_PORT"
+  [trainer-controller-manager]="$TRAINER_WEBHOOK_PORT $TRAINER_HEALTH_PORT"
+)
 NODES="${DISPATCH_KUBE_NODES:-4}"
 
 export GOMODCACHE="$CACHE/gomod" GOCACHE="$CACHE/gocache" GOTOOLCHAIN=local GOFLAGS=-mod=readonly
@@ -62,7 +72,9 @@ command -v openssl >/dev/null || die "no openssl (apt-get install openssl)"
 GO_VERSION="$(go env GOVERSION)"
 
 # The cache key: every pinned version and the exact module graph (go.sum) of each wrapper.
-KEY_HASH="$(cat "$GOMOD"/*/go.mod "$GOMOD"/*/go.sum | sha256sum | cut -c1-10)"
+# (the five wrapper dirs named in this order, the order the key has always hashed them in)
+KEY_DIRS=(etcd jobset kubernetes kwok trainer)
+KEY_HASH="$(cd "$GOMOD" && cat "${KEY_DIRS[@]/%//go.mod}" "${KEY_DIRS[@]/%//go.sum}" | sha256sum | cut -c1-10)"
 KEY="k8s${K8S_VERSION#v}-etcd${ETCD_VERSION#v}-kwok${KWOK_VERSION#v}-jobset${JOBSET_VERSION#v}-trainer${TRAINER_VERSION#v}-${GO_VERSION}-${KEY_HASH}"
 BIN="$CACHE/$KEY/bin"
 
@@ -142,17 +154,49 @@ mod_dir() {  # the module's own source tree in the module cache, as the Trainer'
   (cd "$GOMOD/$1" && go list -m -f '{{.Dir}}' "$2")
 }
 
-running() {  # is the process we started under this name alive, and is it our binary?
-  local pidfile="$PIDS/$1.pid" pid
+running() {  # is the process we started under this name alive, and is it that program?
+  # (by name, not by path: processes started from an older build of the cache keep
+  # serving until `stop`; a new build never starts a second copy on the same ports)
+  local pidfile="$PIDS/$1.pid" pid exe
   [[ -f "$pidfile" ]] || return 1
   pid="$(cat "$pidfile")"
   [[ -n "$pid" && -d "/proc/$pid" ]] || return 1
-  [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$BIN/$1" ]]
+  exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
+  [[ "${exe##*/}" == "$1" ]]
+}
+
+all_running() {
+  local name
+  for name in "${PROCESSES[@]}"; do running "$name" || return 1; done
+}
+
+port_free() {  # port: nobody listens on it (a clash with another instance fails here, loudly)
+  ! (exec 2>/dev/null; echo >"/dev/tcp/127.0.0.1/$1")
+}
+
+check_offset() {  # this run dir's processes listen where they were started, not elsewhere
+  local was
+  if [[ -f "$RUN/port-offset" ]]; then
+    was="$(cat "$RUN/port-offset")"
+    if [[ "$was" != "$OFFSET" ]]; then
+      local name
+      for name in "${PROCESSES[@]}"; do
+        running "$name" && die "$RUN was started with DISPATCH_KUBE_PORT_OFFSET=$was and is running; \
+asked for $OFFSET (stop it first, or use another DISPATCH_KUBE_RUN)"
+      done
+    fi
+  fi
+  echo "$OFFSET" >"$RUN/port-offset"
 }
 
 launch() {  # name args...: start one process in its own session, log to $LOGS/name.log
   local name="$1"; shift
   if running "$name"; then return 0; fi
+  local port
+  for port in ${PORTS_OF[$name]}; do
+    port_free "$port" || die "cannot start $name: port $port is taken by a process this run \
+dir ($RUN) did not start; another instance? (set DISPATCH_KUBE_PORT_OFFSET and DISPATCH_KUBE_RUN)"
+  done
   echo "start-kube: starting $name"
   # the daemons must not keep the build/start locks (fds 8, 9) or the saved stderr (3)
   (cd "$RUN" && exec setsid "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 3>&- 8>&- 9>&-) &
@@ -271,13 +315,18 @@ start() {
   local t0 t
   [[ -n "$PYTHON" ]] || die "no Python to install the manifests with (set DISPATCH_KUBE_PYTHON)"
   "$PYTHON" -c 'import yaml' 2>/dev/null || die "$PYTHON has no PyYAML (pip install pyyaml)"
-  t="$(now)"
-  build
-  local build_s; build_s="$(took "$t")"
-  t0="$(now)"
   mkdir -p "$RUN" "$LOGS" "$PIDS"
   exec 8>"$RUN/start.lock"
   flock 8
+  check_offset
+  t="$(now)"
+  if all_running; then
+    echo "start-kube: every process of $RUN is running; no build needed"
+  else
+    build
+  fi
+  local build_s; build_s="$(took "$t")"
+  t0="$(now)"
   make_pki
   write_configs
   local jobset_dir trainer_dir
@@ -344,6 +393,7 @@ KUBECONFIG=$KUBECONFIG_FILE
 DISPATCH_KUBEFLOW_KUBECONFIG=$KUBECONFIG_FILE
 DISPATCH_KUBE_API=$API
 DISPATCH_KUBE_RUN=$RUN
+DISPATCH_KUBE_PORT_OFFSET=$OFFSET
 DISPATCH_KUBE_BIN=$BIN
 DISPATCH_KUBE_VERSIONS=kubernetes=$K8S_VERSION,etcd=$ETCD_VERSION,kwok=$KWOK_VERSION,jobset=$JOBSET_VERSION,trainer=$TRAINER_VERSION
 ENV
