@@ -7,8 +7,13 @@
     action = "resubmit"
     budget = 3
 
+    resubmit_on_stall = 2      # optional; without it a stall only escalates
+
 ``avoid_nodes_after`` lists the endings blamed on their nodes: a later submission keeps
 off the nodes such an ending names (S-43); ``[]`` never keeps off a node.
+``resubmit_on_stall`` is the stall rule (S-47): a job with a progress window that stalls
+is escalated, then stopped and resubmitted, at most that many times; without it a stall
+is only escalated.
 
 Errors name the file, the rule (1-based, as it appears in the file) and the field (S-36).
 """
@@ -18,11 +23,12 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from dispatch.core.policy import RecoveryPolicy, Rule
 from dispatch.enums import Action, CauseKind
 from dispatch.errors import BadInput, PolicyError
-from dispatch.policy import RecoveryPolicy, Rule
 
 _FIELDS = {"on", "action", "budget"}
+_TOP = ("rule", "avoid_nodes_after", "resubmit_on_stall")
 
 
 def load_policy(path: str | Path) -> RecoveryPolicy:
@@ -41,11 +47,11 @@ def load_policy(path: str | Path) -> RecoveryPolicy:
 
 
 def parse_policy(data: dict[str, object], where: str = "<policy>") -> RecoveryPolicy:
-    extra = sorted(set(data) - {"rule", "avoid_nodes_after"})
+    extra = sorted(set(data) - set(_TOP))
     if extra:
         raise BadInput(
             f"{where}: unknown top-level key(s) {', '.join(extra)}; rules go in [[rule]] "
-            "tables (top-level keys: avoid_nodes_after)"
+            "tables (top-level keys: avoid_nodes_after, resubmit_on_stall)"
         )
     raw_rules = data.get("rule", [])
     if not isinstance(raw_rules, list):
@@ -54,7 +60,10 @@ def parse_policy(data: dict[str, object], where: str = "<policy>") -> RecoveryPo
     policy = RecoveryPolicy(rules=tuple(rules))
     if "avoid_nodes_after" in data:
         avoid = _kinds(data["avoid_nodes_after"], f"{where}: key 'avoid_nodes_after'", empty=True)
-        policy = RecoveryPolicy(rules=policy.rules, avoid_nodes_after=frozenset(avoid))
+        policy = policy.model_copy(update={"avoid_nodes_after": frozenset(avoid)})
+    if "resubmit_on_stall" in data:
+        budget = _budget(data, "resubmit_on_stall", f"{where}: key 'resubmit_on_stall'")
+        policy = policy.model_copy(update={"resubmit_on_stall": budget})
     try:
         return policy.validate()
     except PolicyError as exc:
@@ -70,17 +79,28 @@ def _rule(raw: object, where: str) -> Rule:
             f"{where}: unknown field(s) {', '.join(unknown)} (fields: on, action, budget)"
         )
     kinds = _kinds(raw.get("on"), f"{where}: field 'on'", empty=False)
+    return Rule(
+        on=tuple(kinds),
+        action=_action(raw.get("action"), where),
+        budget=_budget(raw, "budget", f"{where}: field 'budget'"),
+    )
+
+
+def _action(value: object, where: str) -> Action:
     try:
-        action = Action(str(raw.get("action")))
+        return Action(str(value))
     except ValueError:
         names = ", ".join(a.value for a in Action)
         raise BadInput(
-            f"{where}: field 'action': unknown action {raw.get('action')!r} (actions: {names})"
+            f"{where}: field 'action': unknown action {value!r} (actions: {names})"
         ) from None
-    budget = raw.get("budget")
+
+
+def _budget(raw: dict[str, object], key: str, where: str) -> int | None:
+    budget = raw.get(key)
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
-        raise BadInput(f"{where}: field 'budget' must be a whole number, got {budget!r}")
-    return Rule(on=tuple(kinds), action=action, budget=budget)
+        raise BadInput(f"{where} must be a whole number, got {budget!r}")
+    return budget
 
 
 def _kinds(value: object, where: str, *, empty: bool) -> list[CauseKind]:

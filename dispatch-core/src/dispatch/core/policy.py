@@ -41,10 +41,27 @@ class RecoveryPolicy(Model):
     ``avoid_nodes_after``: after an ending of one of these kinds that names its nodes
     (``Cause.nodes``), every later submission of the job keeps off those nodes, on a
     backend declaring ``exclude-nodes`` (S-43). Empty: never keep off a node.
+
+    ``resubmit_on_stall``: the budget of the stall rule (S-47). A job declaring a progress
+    window that shows no progress for it is always escalated; with this set, dispatch
+    then stops it and resubmits it, at most this many times (after that: escalated only).
+    A stall is not an ending, so it is no cause and no ``Rule`` can be written on it; the
+    stop is dispatch's own, recorded as ``cancelled`` by actor ``dispatch`` naming the
+    stall (docs/endings.md). None: a stall is only escalated, a person decides.
     """
 
     rules: tuple[Rule, ...] = ()
     avoid_nodes_after: frozenset[CauseKind] = AVOID_NODES_AFTER
+    resubmit_on_stall: int | None = None
+
+    @property
+    def stall_index(self) -> int:
+        """The index the stall rule's budget is spent under in the record (``spent``,
+        ``recovery-started.rule``): the one after the listed rules, rule N+1."""
+        return len(self.rules)
+
+    def describe_stall(self) -> str:
+        return f"rule {self.stall_index + 1}: resubmit_on_stall budget={self.resubmit_on_stall}"
 
     def validate(self) -> RecoveryPolicy:  # type: ignore[override]
         """Refuse an ambiguous or meaningless policy (S-8); return self when it is sound.
@@ -94,6 +111,7 @@ class RecoveryPolicy(Model):
                 problems.append(
                     f"{label}: {rule.action.value} takes no budget, got {rule.budget!r}"
                 )
+        problems += self._stall_problems()
         for kind in sorted(self.avoid_nodes_after - COVERABLE_ENDINGS):
             problems.append(
                 f"avoid_nodes_after names {kind.value!r}, which never ends an object for a "
@@ -102,6 +120,12 @@ class RecoveryPolicy(Model):
         if problems:
             raise PolicyError(problems)
         return self
+
+    def _stall_problems(self) -> list[str]:
+        budget = self.resubmit_on_stall
+        if budget is None or (budget >= 1 and not isinstance(budget, bool)):
+            return []
+        return [f"resubmit_on_stall (the stall rule) needs a positive budget, got {budget!r}"]
 
 
 class Binding(Model):

@@ -1,10 +1,10 @@
 """Everything that turns an ending into a verdict, and a job into the state it shows.
 
-Three tables, each read top to bottom, first match wins (h11's ``_state.py`` and our own
+Four tables, each read top to bottom, first match wins (h11's ``_state.py`` and our own
 ``dispatch_slurm/classify.py`` are the model): :data:`ENDING_TABLE`,
-:data:`EXECUTION_TABLE` and :data:`SHOWN_TABLE`. ``decide`` and ``project`` only look
-rows up; ``docs/model.md`` is rendered from the rows (``python -m dispatch.core.table``)
-and a test checks that the two agree.
+:data:`EXECUTION_TABLE`, :data:`STALL_TABLE` and :data:`SHOWN_TABLE`. ``decide`` and
+``project`` (and the stall check) only look rows up; ``docs/model.md`` is rendered from
+the rows (``python -m dispatch.core.table``) and a test checks that the two agree.
 
 An *ending* is the current object of a job ending with a cause, or the core treating its
 execution as ended: past the node-loss window (S-27), past a pending window (S-39),
@@ -47,6 +47,8 @@ class Verdict(Enum):
     NATIVE = "native"
     IGNORE = "ignore"
     ENDING = "as the ending table says"
+    ESCALATE = "escalate"
+    STOP_RESUBMIT = "stop and resubmit"
 
 
 #: The outcome a terminal verdict commits.
@@ -65,6 +67,9 @@ RECORDS: Mapping[Verdict, str] = {
     Verdict.NATIVE: "recovering: spend 1 (the backend runs it again)",
     Verdict.IGNORE: "nothing (not an ending)",
     Verdict.ENDING: "stop the object, then the ending table",
+    Verdict.ESCALATE: "escalation (no cause); state and cause unchanged",
+    Verdict.STOP_RESUBMIT: "escalation (no cause); stop the object with cause cancelled by "
+    "actor dispatch; recovering: spend 1, request the next submission",
 }
 
 
@@ -158,6 +163,28 @@ EXECUTION_TABLE: tuple[Row, ...] = (
 )
 
 
+#: The stall table: a running job made no progress for its window (S-47). A stall is not
+#: an ending: ``ending`` is always *any*, and only the policy's stall rule covers it.
+STALL_TABLE: tuple[Row, ...] = (
+    Row(None, C.NO_RULE, None, V.ESCALATE, "state and cause unchanged, a person decides"),
+    Row(
+        None,
+        C.RESUBMIT,
+        B.LEFT,
+        V.STOP_RESUBMIT,
+        "stall rule ({describe}): dispatch stops it and resubmits it ({spent} of {budget})",
+    ),
+    Row(
+        None,
+        C.RESUBMIT,
+        B.SPENT,
+        V.ESCALATE,
+        "budget of the stall rule ({describe}) is spent; state and cause unchanged, "
+        "a person decides",
+    ),
+)
+
+
 @dataclass(frozen=True)
 class Ruling:
     verdict: Verdict
@@ -220,6 +247,22 @@ def rule_on_execution(job: Job, plan: Plan, cause: Cause, spending: int = 0) -> 
     decision already spends of the job's budgets on earlier executions of the same object."""
     ruling = _rule(EXECUTION_TABLE, job, plan, cause, spending)
     return rule_on_ending(job, plan, cause) if ruling.verdict is Verdict.ENDING else ruling
+
+
+def rule_on_stall(job: Job, plan: Plan) -> Ruling:
+    """The stall table, for the policy's stall rule (``RecoveryPolicy.resubmit_on_stall``)."""
+    policy = plan.policy
+    given = policy.resubmit_on_stall
+    spent = job.spent.get(policy.stall_index, 0)
+    cover, budget = Cover.NO_RULE, Budget.NONE
+    if given is not None:
+        cover = Cover.RESUBMIT
+        budget = Budget.LEFT if spent < given else Budget.SPENT
+    index, row = next(
+        (i, r) for i, r in enumerate(STALL_TABLE) if r.matches(Ending.OTHER, cover, budget)
+    )
+    reason = row.reason.format(describe=policy.describe_stall(), spent=spent + 1, budget=given)
+    return Ruling(row.verdict, None, reason, index)
 
 
 # -- the state a job shows (S-17, S-21, S-26, S-37, S-38, S-39) --------------------------
@@ -394,6 +437,20 @@ def _cell(value: Enum | None) -> str:
     return "any" if value is None else str(value.value)
 
 
+def _stall_markdown() -> list[str]:
+    lines = [
+        "| # | stall rule (`resubmit_on_stall`) | budget | verdict | records | "
+        "escalation reason (after what was seen) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for i, row in enumerate(STALL_TABLE):
+        lines.append(
+            f"| {i} | {_cell(row.cover)} | {_cell(row.budget)} | {row.verdict.value} | "
+            f"{RECORDS[row.verdict]} | `{row.reason}` |"
+        )
+    return lines
+
+
 def _rows_markdown(table: tuple[Row, ...], first: str) -> list[str]:
     lines = [
         f"| # | {first} | covering rule | budget | verdict | records | escalation reason |",
@@ -409,11 +466,13 @@ def _rows_markdown(table: tuple[Row, ...], first: str) -> list[str]:
 
 
 def render_markdown() -> str:
-    """The three tables as Markdown, for docs/model.md."""
+    """The four tables as Markdown, for docs/model.md."""
     lines = ["### The ending table", ""]
     lines += _rows_markdown(ENDING_TABLE, "ending cause")
     lines += ["", "### The execution table (a live object's execution ended)", ""]
     lines += _rows_markdown(EXECUTION_TABLE, "execution cause")
+    lines += ["", "### The stall table (a running job made no progress for its window, S-47)", ""]
+    lines += _stall_markdown()
     lines += ["", "### The shown-state table (`project`, with a record)", ""]
     lines += ["| # | when | state | cause |", "|---|---|---|---|"]
     for i, shown_row in enumerate(SHOWN_TABLE):
