@@ -129,6 +129,9 @@ class SimulatedBackend:
     ) -> None:
         self.scheduler = scheduler or SimScheduler()
         self._views: dict[str, tuple[Row, ObjectView | None]] = {}
+        #: per job, its rows as last listed and their views: the scheduler hands out the
+        #: same tuple of rows until one of the job's objects changes
+        self._job_views: dict[str, tuple[tuple[Row, ...], tuple[ObjectView, ...]]] = {}
         self.name = name or self.default_name
         self.node_loss_window = node_loss_window
         if pending_windows is None:
@@ -151,10 +154,16 @@ class SimulatedBackend:
     @hookimpl
     def dispatch_discover(self, job_ids: Sequence[str]) -> Discovery:
         try:
-            rows = self.scheduler.list(job_ids)
+            listing = self.scheduler.list_by_job(job_ids)
         except SchedulerDown as exc:
             raise Unreachable(f"simulated scheduler: {exc}") from exc
-        objects = [view for view in map(self._view, rows) if view is not None]
+        objects: list[ObjectView] = []
+        for job_id, rows in listing.items():
+            cached = self._job_views.get(job_id)
+            if cached is None or cached[0] is not rows:
+                views = tuple(view for view in map(self._view, rows) if view is not None)
+                self._job_views[job_id] = cached = (rows, views)
+            objects.extend(cached[1])
         return Discovery(backend=self.name, at=self.scheduler.now(), objects=tuple(objects))
 
     @hookimpl

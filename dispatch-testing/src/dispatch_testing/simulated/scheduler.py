@@ -297,6 +297,8 @@ class SimScheduler:
         self._seq = itertools.count()
         self._objects: dict[str, SimObject] = {}
         self._by_job: dict[str, list[str]] = {}
+        #: each job's rows as last listed, until one of its objects changes (``_changed``)
+        self._listed: dict[str, tuple[Row, ...]] = {}
         self._plans: dict[tuple[str, int], list[Outcome]] = {}
         self._duplicates: dict[tuple[str, int], int] = {}
         self._queue: list[str] = []
@@ -383,15 +385,18 @@ class SimScheduler:
             if seconds is None
             else self.clock.now() + timedelta(seconds=seconds)
         )
+        self._changed(obj)
 
     def unhide(self, object_id: str) -> None:
-        self._objects[object_id].hidden_until = None
+        obj = self._objects[object_id]
+        obj.hidden_until = None
+        self._changed(obj)
 
     def garble(self, object_id: str, raw: str) -> None:
         """From now on the scheduler answers ``raw`` for this object's state."""
         obj = self._objects[object_id]
         obj.garbled, obj.garbled_at = raw, self.clock.now()
-        obj.version += 1
+        self._changed(obj)
 
     def preempt(self, object_id: str, reason: str = "Preempted by a higher priority job") -> None:
         self._end_now(self._objects[object_id], "PREEMPTED", reason, None)
@@ -423,7 +428,7 @@ class SimScheduler:
         obj = self._objects[object_id]
         if obj.current.state in ("PENDING", "GATED"):
             obj.admin_hold, obj.admin_hold_at = reason, self.clock.now()
-            obj.version += 1
+            self._changed(obj)
             obj.epoch += 1
             if obj.object_id in self._queue:
                 self._queue.remove(obj.object_id)
@@ -432,7 +437,7 @@ class SimScheduler:
     def admin_release(self, object_id: str) -> None:
         obj = self._objects[object_id]
         obj.admin_hold = None
-        obj.version += 1
+        self._changed(obj)
         self._try_start(obj)
 
     def objects(self) -> Iterable[SimObject]:
@@ -476,6 +481,7 @@ class SimScheduler:
             obj.executions.append(SimExecution(index=0, state="GATED" if hold else "PENDING"))
             self._objects[object_id] = obj
             self._by_job.setdefault(key[0], []).append(object_id)
+            self._listed.pop(key[0], None)
             self._try_start(obj)
             first = first or object_id
         return first
@@ -487,7 +493,7 @@ class SimScheduler:
         if obj is None or not obj.gated:
             return
         obj.gated = False
-        obj.version += 1
+        self._changed(obj)
         if obj.current.state == "GATED":
             obj.current.state = "PENDING"
             self._try_start(obj)
@@ -510,14 +516,34 @@ class SimScheduler:
     def list(self, job_ids: Sequence[str]) -> list[Row]:
         """Every object tagged with one of these job ids, in one answer."""
         self._call()
-        now = self.clock.now()
-        rows = []
+        rows: builtins.list[Row] = []
         for job_id in job_ids:
-            for object_id in self._by_job.get(job_id, ()):
-                obj = self._objects[object_id]
-                if obj.hidden_until is not None and now < obj.hidden_until:
-                    continue
-                rows.append(self._row(obj))
+            rows.extend(self._rows_of(job_id))
+        return rows
+
+    def list_by_job(self, job_ids: Sequence[str]) -> dict[str, tuple[Row, ...]]:
+        """:meth:`list` grouped by job id, in one answer (as ``squeue`` sorted by name):
+        a job whose objects did not change gets the very tuple it got last time, so an
+        adapter can map it once."""
+        self._call()
+        listing: dict[str, tuple[Row, ...]] = {}
+        for job_id in job_ids:
+            rows = self._rows_of(job_id)
+            if rows:
+                listing[job_id] = rows
+        return listing
+
+    def _rows_of(self, job_id: str) -> tuple[Row, ...]:
+        rows = self._listed.get(job_id)
+        if rows is not None:
+            return rows
+        objects = [self._objects[i] for i in self._by_job.get(job_id, ())]
+        now = self.clock.now()
+        rows = tuple(
+            self._row(obj) for obj in objects if obj.hidden_until is None or now >= obj.hidden_until
+        )
+        if all(obj.hidden_until is None for obj in objects):  # no clock in the answer
+            self._listed[job_id] = rows
         return rows
 
     def output(
@@ -591,10 +617,16 @@ class SimScheduler:
             since,
         )
 
+    def _changed(self, obj: SimObject) -> None:
+        """What a listing shows of ``obj`` changed: its row and its job's rows are made
+        again when next listed."""
+        obj.version += 1
+        self._listed.pop(obj.tags.get(self.TAG_JOB, ""), None)
+
     def _say(self, obj: SimObject, execution: SimExecution, reason: str) -> None:
         if reason != execution.reason:
             execution.reason, execution.reason_at = reason, self.clock.now()
-            obj.version += 1
+            self._changed(obj)
 
     def _needs(self, obj: SimObject) -> int:
         return obj.spec.resources.nodes
@@ -765,7 +797,7 @@ class SimScheduler:
             self._end_now(obj, outcome.state, outcome.reason, outcome.exit_code)
             return
         execution.state = "RUNNING"
-        obj.version += 1
+        self._changed(obj)
         execution.started_at = self.clock.now()
         execution.nodes = nodes
         execution.tasks = tasks
@@ -796,7 +828,7 @@ class SimScheduler:
             )
             task.ended_at = self.clock.now()
             execution.failed_nodes, execution.failed_rank = (task.node,), task.rank
-            obj.version += 1
+            self._changed(obj)
             obj.in_flight = outcome
             obj.epoch += 1
             self._at(self.kill_delay, obj, "kill")
@@ -817,7 +849,7 @@ class SimScheduler:
         reason = outcome.reason.format(node=lost)
         execution.failed_nodes = (lost,)
         if outcome.keeps_running:
-            obj.version += 1
+            self._changed(obj)
             self._say(obj, execution, reason)
             obj.in_flight = None
             obj.epoch += 1
@@ -866,7 +898,7 @@ class SimScheduler:
             execution.failed_nodes, execution.failed_rank = (failing.node,), failing.rank
         self._end_tasks(execution, state, reason, exit_code, rank, lost)
         execution.state, execution.exit_code = state, exit_code
-        obj.version += 1
+        self._changed(obj)
         self._say(obj, execution, reason)
         execution.ended_at = self.clock.now()
         if obj.object_id in self._queue:
