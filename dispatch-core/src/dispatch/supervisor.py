@@ -89,6 +89,8 @@ class TickReport:
     at: datetime
     active: int = 0
     leased: int = 0
+    #: Jobs decided afresh; the other leased jobs were quiet, and unchanged since.
+    decided: int = 0
     appended: int = 0
     submitted: int = 0
     stopped: int = 0
@@ -242,7 +244,7 @@ class Supervisor:
             by_job = _by_job(discovery.objects)
             for job in jobs:
                 try:
-                    effects = self._decide(job, by_job.get(job.job_id, ()), now, quiet)
+                    effects = self._decide(job, by_job.get(job.job_id, ()), now, quiet, report)
                     effects = effects or progress_effects(job, discovery, now)  # S-47
                 except Exception as exc:  # a fault deciding one job must not stop the rest
                     log.exception("job %s: deciding failed", job.job_id)
@@ -289,6 +291,7 @@ class Supervisor:
         objects: tuple[ObjectView, ...],
         now: datetime,
         quiet: dict[str, _Quiet],
+        report: TickReport,
     ) -> list[Effect]:
         """``decide``, skipped for a job that was quiet last tick when its record and its
         objects are the same and no window it waited on has ended since (issue 14;
@@ -303,6 +306,7 @@ class Supervisor:
             quiet[job.job_id] = last
             return []
         decided = decision(job, objects, job.plan, now)
+        report.decided += 1
         if decided.quiet and self._reuse:
             quiet[job.job_id] = _Quiet(job, objects, decided.until)
         return decided.effects
