@@ -127,11 +127,13 @@ def test_foreground_deletion_waits_for_a_pod_stuck_on_a_lost_node(
         "t1",
         body=client.V1DeleteOptions(propagation_policy="Foreground"),
     )
+    emulator.settle()
     held = emulator.trainjob("t1")
     assert "deletionTimestamp" in held["metadata"]
     (stuck,) = emulator.pods("t1")
     assert "deletionTimestamp" in stuck["metadata"]
     core.delete_namespaced_pod(stuck["metadata"]["name"], "default", grace_period_seconds=0)
+    emulator.settle()
     assert emulator.names() == [] and emulator.pods("t1") == []
 
 
@@ -149,7 +151,9 @@ def test_background_deletion_removes_the_owner_then_its_dependents(
         "t1",
         body=client.V1DeleteOptions(propagation_policy="Background"),
     )
-    assert emulator.names() == [] and emulator.pods("t1") == []
+    assert emulator.names() == []
+    emulator.settle()
+    assert emulator.pods("t1") == []
 
 
 def test_going_away_refuses_connections_and_coming_back_keeps_the_objects(
@@ -259,6 +263,7 @@ def test_pod_logs_are_served_as_text_with_the_previous_run(
         core.read_namespaced_pod_log(pod, "default", container="node", previous=True)
     assert err.value.status == 400
     emulator.oom("t1", pod=0, restart_policy="OnFailure")
+    emulator.advance()
     emulator.print_log("t1", "second run\n", pod=0)
     assert core.read_namespaced_pod_log(pod, "default", container="node") == "second run\n"
     previous = core.read_namespaced_pod_log(pod, "default", container="node", previous=True)

@@ -12,7 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from dispatch_kubeflow_testing.emulator.objects import QUEUE_NAME, TORCH_RESERVED
-from dispatch_kubeflow_testing.emulator.store import CLUSTER_RUNTIME, RUNTIME, ApiError, Obj, Store
+from dispatch_kubeflow_testing.emulator.store import (
+    CLUSTER_RUNTIME,
+    JOB,
+    JOBSET,
+    RUNTIME,
+    ApiError,
+    Obj,
+    Resource,
+    Store,
+)
 
 _COMMON_SPEC = {"runtimeRef", "initializer", "trainer", "suspend", "managedBy"}
 _TRAINER = {"image", "command", "args", "env", "numNodes", "resourcesPerNode", "numProcPerNode"}
@@ -131,3 +140,75 @@ def check_trainjob_update(old: Obj, patch: Any) -> None:
     for field in ("trainer", "runtimeRef"):
         if field in spec and spec[field] != old["spec"].get(field):
             raise ApiError(422, "Invalid", f"spec.{field}: Invalid value: field is immutable")
+
+
+def default_jobset(body: Obj) -> Obj:
+    """JobSet's mutating webhook (``jobset_webhook.go Default``): success policy All,
+    startup AnyOrder, each replicated Job Indexed, its pods ``restartPolicy: OnFailure``
+    unless the template says otherwise, DNS hostnames on, failure-policy rules named."""
+    spec = body.setdefault("spec", {})
+    spec.setdefault("successPolicy", {"operator": "All"})
+    spec.setdefault("startupPolicy", {"startupPolicyOrder": "AnyOrder"})
+    for rj in spec.get("replicatedJobs") or []:
+        job_spec = rj.setdefault("template", {}).setdefault("spec", {})
+        job_spec.setdefault("completionMode", "Indexed")
+        pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
+        if not pod_spec.get("restartPolicy"):
+            pod_spec["restartPolicy"] = "OnFailure"
+    network = spec.setdefault("network", {})
+    network.setdefault("enableDNSHostnames", True)
+    network.setdefault("publishNotReadyAddresses", True)
+    for index, rule in enumerate((spec.get("failurePolicy") or {}).get("rules") or []):
+        if not rule.get("name"):
+            rule["name"] = f"failurePolicyRule{index}"
+    return body
+
+
+def default_job(body: Obj) -> Obj:
+    """The API server's defaults for a batch/v1 Job (``SetDefaults_Job``): one completion,
+    parallelism as completions, ``backoffLimit: 6``, NonIndexed, not suspended, and pods
+    replaced as soon as they are terminating unless a podFailurePolicy asks for Failed."""
+    spec = body.setdefault("spec", {})
+    spec.setdefault("completions", spec.get("parallelism", 1))
+    spec.setdefault("parallelism", spec["completions"])
+    spec.setdefault("backoffLimit", 6 if spec.get("backoffLimitPerIndex") is None else 2**31 - 1)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault(
+        "podReplacementPolicy",
+        "Failed" if spec.get("podFailurePolicy") is not None else "TerminatingOrFailed",
+    )
+    return body
+
+
+def mutate(res: Resource, body: Obj) -> Obj:
+    """What the API server's defaulting and the mutating webhooks do to a new object,
+    whoever creates it (a client or a controller)."""
+    if res is JOBSET:
+        return default_jobset(body)
+    if res is JOB:
+        return validate_job(default_job(body))
+    return body
+
+
+def validate_job(body: Obj) -> Obj:
+    """The two rules of ``ValidateJob`` a pod template meets here: a Job's pods restart
+    OnFailure or Never, and a podFailurePolicy needs Never."""
+    spec = body["spec"]
+    name = (body.get("metadata") or {}).get("name", "")
+    policy = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
+    if policy not in ("OnFailure", "Never"):
+        raise ApiError(
+            422,
+            "Invalid",
+            f'Job.batch "{name}" is invalid: spec.template.spec.restartPolicy: Required value: '
+            'valid values: "OnFailure", "Never"',
+        )
+    if spec.get("podFailurePolicy") is not None and policy != "Never":
+        raise ApiError(
+            422,
+            "Invalid",
+            f'Job.batch "{name}" is invalid: spec.template.spec.restartPolicy: Unsupported '
+            f'value: "{policy}": supported values: "Never"',
+        )
+    return body

@@ -18,6 +18,7 @@ import itertools
 from datetime import timedelta
 from typing import Any
 
+from dispatch_kubeflow_testing.emulator.admission import mutate
 from dispatch_kubeflow_testing.emulator.job import jobs
 from dispatch_kubeflow_testing.emulator.jobset import jobsets
 from dispatch_kubeflow_testing.emulator.kubelet import kubelet
@@ -52,8 +53,20 @@ class Cluster:
         self.pending_restarts: dict[str, int] = {}
         self.unschedulable: set[str] = set()
         self.started: dict[str, int] = {}
-        # pod uid -> the exit code of a command the kubelet ran for real
-        self.exits: dict[str, int] = {}
+        # pod uid -> how its program ends, every time it runs: (exit code, reason), from a
+        # command the kubelet ran for real or from the driver (a deterministic failure
+        # fails the same way after each restart, as the live tier's KWOK stage does)
+        self.exits: dict[str, tuple[int, str]] = {}
+        # pod uid -> the step its container crashed (it restarts from the next one)
+        self.crashed: dict[str, int] = {}
+        # pod uid -> the step the garbage collector first saw it deleting (the kubelet
+        # confirms from the next one)
+        self.deleting: dict[str, int] = {}
+        # job uid -> uids of its failed/succeeded pods already counted in its status
+        self.counted: dict[str, set[str]] = {}
+        # (job uid, completion index) -> the step its last pod failed (replaced after it)
+        self.replace_after: dict[tuple[str, str], int] = {}
+        self.reconciling = False
         # (namespace, pod name) -> what each run of its container printed (last: current)
         self.logs: dict[tuple[str, str], list[bytearray]] = {}
         self._suffix = itertools.count(1)
@@ -106,8 +119,8 @@ class Cluster:
         }
 
     def create(self, res: Any, namespace: str, obj: Obj) -> Obj:
+        self.store.create(res, namespace, mutate(res, obj))
         self.changed = True
-        self.store.create(res, namespace, obj)
         return self.store.raw(res, namespace, obj["metadata"]["name"])
 
     def node_ready(self, name: str | None) -> bool:
@@ -147,21 +160,40 @@ class Cluster:
 
     # -- the loop ----------------------------------------------------------------------
 
-    def reconcile(self) -> None:
-        """One step: every controller, repeated until the cluster is quiet (bounded)."""
+    def reconcile(self) -> bool:
+        """One step: every controller, repeated until the cluster is quiet (bounded), then
+        one garbage-collector pass. True if anything changed.
+
+        The collector acts one ownership level per step and the kubelet confirms a pod's
+        deletion a step after it was asked, so what a delete leaves behind (a JobSet, Jobs,
+        Terminating pods) lingers for a few steps, as it does for a real collector.
+        """
         with self.store.lock:
             self.step += 1
-            for _ in range(20):
-                self.changed = False
+            self.reconciling = True
+            moved = False
+            try:
+                for _ in range(20):
+                    self.changed = False
+                    self.pod_index = None
+                    for controller in (kueue, trainer, jobsets, jobs, kubelet):
+                        controller(self)
+                    moved = moved or self.changed
+                    if not self.changed:
+                        break
                 self.pod_index = None
-                for controller in (kueue, trainer, jobsets, jobs, kubelet):
-                    controller(self)
-                if self.store.collect_garbage(
-                    lambda pod: self.node_ready(pod["spec"].get("nodeName"))
-                ):
-                    self.changed = True
-                if not self.changed:
-                    return
+                if self.store.collect_garbage(self.kubelet_confirms):
+                    moved = True
+            finally:
+                self.reconciling = False
+            return moved
+
+    def kubelet_confirms(self, pod: Obj) -> bool:
+        """A deleting pod's kubelet (its node Ready) confirms, one step after the collector
+        first saw it, once it has stopped the pod (``stop_for_deletion``)."""
+        uid = pod["metadata"]["uid"]
+        mark = self.deleting.setdefault(uid, self.step)
+        return self.node_ready(pod["spec"].get("nodeName")) and self.due(mark)
 
     def write_log(self, pod: Obj, data: bytes) -> None:
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
@@ -172,12 +204,23 @@ class Cluster:
     def pod_terminal(pod: Obj) -> bool:
         return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
-    def terminate(
-        self, pod: Obj, *, reason: str, exit_code: int, after: int = 0, last_state: bool = False
-    ) -> None:
-        """The container ends: ``state.terminated`` (restartPolicy Never), or
-        ``lastState.terminated`` + CrashLoopBackOff (OnFailure) with ``last_state``."""
+    def mark(self) -> int:
+        """The step an event belongs to: the current one inside a reconcile, the next one
+        for a driver or client acting between steps (so what it did is seen first)."""
+        return self.step if self.reconciling else self.step + 1
+
+    def due(self, mark: int | None) -> bool:
+        """A delayed action marked at ``mark`` happens from the step after it."""
+        return mark is not None and self.step > mark
+
+    def terminate(self, pod: Obj, *, reason: str, exit_code: int, after: int = 0) -> None:
+        """The container ends and the kubelet honours the pod's ``restartPolicy``: Never
+        (or a 0 under OnFailure) makes it terminal (``state.terminated``, phase Succeeded
+        or Failed); OnFailure/Always restart it in place: ``lastState.terminated``,
+        ``restartCount`` + 1, ``waiting: CrashLoopBackOff``, the pod still Running, and
+        the container starts again one step later."""
         status = pod["status"]
+        uid = pod["metadata"]["uid"]
         cs = (
             status.get("containerStatuses")
             or [{"name": "node", "image": "", "imageID": "", "ready": False, "restartCount": 0}]
@@ -190,10 +233,8 @@ class Cluster:
             "finishedAt": self.later(after),
             "containerID": "containerd://emulated",
         }
-        if last_state:
-            self.logs.setdefault(
-                (pod["metadata"]["namespace"], pod["metadata"]["name"]), [bytearray()]
-            ).append(bytearray())
+        policy = pod["spec"].get("restartPolicy", "Always")
+        if policy == "Always" or (policy == "OnFailure" and exit_code != 0):
             cs["lastState"] = {"terminated": terminated}
             cs["restartCount"] = cs.get("restartCount", 0) + 1
             cs["state"] = {
@@ -203,11 +244,48 @@ class Cluster:
                     f"container={cs['name']} pod={pod['metadata']['name']}",
                 }
             }
-            status["phase"] = "Failed"
+            self.crashed[uid] = self.mark()
+            self.set_condition(pod, "Ready", "False", "ContainersNotReady", "")
         else:
             cs["state"] = {"terminated": terminated}
             status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+            self.set_condition(pod, "Ready", "False", "PodCompleted", "")
         cs["ready"] = False
+        cs["started"] = False
         status["containerStatuses"] = [cs]
+        self.store.touch(pod)
+        self.changed = True
+
+    def stop_for_deletion(self, pod: Obj) -> None:
+        """A deleted pod's kubelet stops its container (SIGTERM: 143) and reports the pod
+        Failed before it goes (k8s ≥ 1.27); conditions such as DisruptionTarget stay."""
+        status = pod["status"]
+        cs = (status.get("containerStatuses") or [None])[0]
+        if cs is not None and "running" in (cs.get("state") or {}):
+            cs["state"] = {
+                "terminated": {
+                    "reason": "Error",
+                    "exitCode": 143,
+                    "startedAt": cs["state"]["running"].get("startedAt", self.now()),
+                    "finishedAt": self.now(),
+                    "containerID": "containerd://emulated",
+                }
+            }
+            cs["ready"] = cs["started"] = False
+        status["phase"] = "Failed"
+        self.crashed.pop(pod["metadata"]["uid"], None)
+        self.set_condition(pod, "Ready", "False", "PodCompleted", "")
+
+    def restart(self, pod: Obj) -> None:
+        """The kubelet's back-off is over: the container runs again (a new log run)."""
+        uid = pod["metadata"]["uid"]
+        del self.crashed[uid]
+        cs = pod["status"]["containerStatuses"][0]
+        cs.update(ready=True, started=True, state={"running": {"startedAt": self.now()}})
+        self.logs.setdefault(
+            (pod["metadata"]["namespace"], pod["metadata"]["name"]), [bytearray()]
+        ).append(bytearray())
+        self.started[uid] = self.step
+        self.set_condition(pod, "Ready", "True", "", "")
         self.store.touch(pod)
         self.changed = True

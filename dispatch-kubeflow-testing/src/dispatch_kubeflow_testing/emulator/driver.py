@@ -21,9 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from dispatch_kubeflow_testing.emulator import kueue
-from dispatch_kubeflow_testing.emulator.admission import admit_trainjob, check_trainjob_update
+from dispatch_kubeflow_testing.emulator.admission import (
+    admit_trainjob,
+    check_trainjob_update,
+    mutate,
+)
 from dispatch_kubeflow_testing.emulator.cluster import Cluster
 from dispatch_kubeflow_testing.emulator.objects import (
+    COMPLETION_INDEX,
     GPUS_PER_NODE,
     JOBSET_NAME,
     KUEUE_JOB_UID,
@@ -254,7 +259,7 @@ class Emulator:
                     strict = request.query.get("fieldValidation", "Warn") == "Strict"
                     body = admit_trainjob(self.store, ns, body, self.trainer_version, strict)
                 body.pop("status", None) if res is not TRAINJOB else None
-                created = self.store.create(res, ns, body)
+                created = self.store.create(res, ns, mutate(res, body))
                 self.reconcile()
                 return 201, created
             if request.method == "PATCH" and name is not None:
@@ -379,16 +384,28 @@ class Emulator:
             return sorted(t["metadata"]["name"] for t in self.store.items(TRAINJOB, self.namespace))
 
     def _pod(self, name: str, index: int) -> Obj:
-        pods = [
-            p
-            for p in self.store.items(POD, self.namespace)
-            if p["metadata"]["labels"].get(JOBSET_NAME) == name
-            and p["status"].get("phase") != "Succeeded"
-        ]
-        pods.sort(key=lambda p: p["metadata"]["name"])
+        """Node ``index``'s pod: the newest live one with that completion index, else the
+        newest not Succeeded (a Failed or Terminating one)."""
+        pods = sorted(
+            (
+                p
+                for p in self.store.items(POD, self.namespace)
+                if p["metadata"]["labels"].get(JOBSET_NAME) == name
+                and p["status"].get("phase") != "Succeeded"
+                and (p["metadata"].get("annotations") or {}).get(COMPLETION_INDEX) == str(index)
+            ),
+            key=lambda p: p["metadata"]["name"],
+            reverse=True,
+        )
+        for pod in pods:
+            if (
+                "deletionTimestamp" not in pod["metadata"]
+                and pod["status"].get("phase") != "Failed"
+            ):
+                return pod
         if not pods:
-            raise LookupError(f"TrainJob {name!r} has no pod to act on")
-        return pods[index]
+            raise LookupError(f"TrainJob {name!r} has no pod {index} to act on")
+        return pods[0]
 
     # -- provoking endings -------------------------------------------------------------
 
@@ -405,30 +422,59 @@ class Emulator:
                     pod["metadata"]["labels"].get(JOBSET_NAME) == name
                     and pod["status"].get("phase") == "Running"
                 ):
+                    self.cluster.exits[pod["metadata"]["uid"]] = (0, "Completed")
                     self.cluster.terminate(pod, reason="Completed", exit_code=0)
             self.reconcile()
 
-    def exit(self, name: str, code: int, *, pod: int = 0, restart_policy: str = "Never") -> None:
-        """One node's training process exits with ``code``; the Job kills the others after it."""
+    def exit(
+        self, name: str, code: int, *, pod: int = 0, restart_policy: str | None = None
+    ) -> None:
+        """One node's training process exits with ``code``, and does so again each time it
+        is restarted. The pod's own ``restartPolicy`` decides what follows: Never ends it
+        Failed (the Job replaces it while ``backoffLimit`` allows); OnFailure restarts it
+        in place, crash-looping until the restarts reach ``backoffLimit`` (``advance``).
+        ``restart_policy`` is what the caller expects the pod to say, checked."""
+        self._crash(name, pod, code, "Completed" if code == 0 else "Error", restart_policy)
+
+    def oom(self, name: str, *, pod: int = 0, restart_policy: str | None = None) -> None:
+        """One node's container is OOMKilled (137), again after each restart; as ``exit``."""
+        self._crash(name, pod, 137, "OOMKilled", restart_policy)
+
+    def _crash(
+        self, name: str, pod: int, code: int, reason: str, restart_policy: str | None
+    ) -> None:
         with self.store.lock:
-            self.cluster.terminate(
-                self._pod(name, pod),
-                reason="Error",
-                exit_code=code,
-                last_state=restart_policy == "OnFailure",
-            )
+            target = self._pod(name, pod)
+            actual = target["spec"].get("restartPolicy")
+            if restart_policy is not None and restart_policy != actual:
+                raise ValueError(
+                    f"TrainJob {name!r} pod {pod}: its restartPolicy is {actual!r}, not "
+                    f"{restart_policy!r}; the kubelet follows the pod spec (JobSet's webhook "
+                    "defaults it to OnFailure)"
+                )
+            self.cluster.exits[target["metadata"]["uid"]] = (code, reason)
+            if (
+                target["status"].get("phase") == "Running"
+                and target["metadata"]["uid"] not in self.cluster.crashed
+            ):
+                self.cluster.terminate(target, reason=reason, exit_code=code)
             self.reconcile()
 
-    def oom(self, name: str, *, pod: int = 0, restart_policy: str = "Never") -> None:
-        """One node's container is OOMKilled (``lastState`` under OnFailure)."""
-        with self.store.lock:
-            self.cluster.terminate(
-                self._pod(name, pod),
-                reason="OOMKilled",
-                exit_code=137,
-                last_state=restart_policy == "OnFailure",
-            )
-            self.reconcile()
+    def advance(self, steps: int = 1) -> None:
+        """Time passes: ``steps`` rounds of the controllers' delayed work (a crash-looping
+        container restarts or crashes again, a failed pod is replaced, the garbage
+        collector goes one level further, a deleted pod's kubelet confirms)."""
+        for _ in range(steps):
+            self.cluster.reconcile()
+
+    def settle(self, limit: int = 200) -> int:
+        """Advance until two steps in a row change nothing; the steps it took."""
+        quiet = 0
+        for step in range(1, limit + 1):
+            quiet = 0 if self.cluster.reconcile() else quiet + 1
+            if quiet == 2:
+                return step
+        raise RuntimeError(f"the emulated cluster did not settle in {limit} steps")
 
     def preempt(
         self,
@@ -438,12 +484,23 @@ class Emulator:
         reason: str = "PreemptionByScheduler",
         message: str = "default-scheduler: preempting to accommodate a higher priority pod",
     ) -> None:
-        """The scheduler (or an eviction) takes a pod: DisruptionTarget, then SIGTERM → 143."""
+        """The scheduler takes a pod for a higher-priority one: DisruptionTarget, then
+        the pod is deleted (its kubelet confirms a step later) and the Job replaces it
+        while its ``backoffLimit`` / ``podFailurePolicy`` allow; the TrainJob runs on."""
         with self.store.lock:
             target = self._pod(name, pod)
             self.cluster.set_condition(target, "DisruptionTarget", "True", reason, message)
-            self.cluster.terminate(target, reason="Error", exit_code=143)
+            self.store.delete(POD, self.namespace, target["metadata"]["name"], None, None)
             self.reconcile()
+
+    def evict(self, name: str, *, pod: int = 0) -> None:
+        """``kubectl drain``'s Eviction API call on one pod: as ``preempt``, by the API."""
+        self.preempt(
+            name,
+            pod=pod,
+            reason="EvictionByEvictionAPI",
+            message="Eviction API: evicting",
+        )
 
     def expire_deadline(self, name: str) -> None:
         """The TrainJob's ``activeDeadlineSeconds`` passes (Trainer ≥ 2.2)."""

@@ -64,19 +64,21 @@ def jobsets(c: Cluster) -> None:
                 }
                 tmpl_meta = tmpl.get("metadata") or {}
                 tmpl["spec"]["template"]["metadata"]["labels"].update(extra)
-                job = c.create(
-                    JOB,
-                    ns,
-                    {
-                        "metadata": {
-                            "name": job_name,
-                            "labels": {**(tmpl_meta.get("labels") or {}), **extra},
-                            "ownerReferences": [c.owner_ref(js)],
-                        },
-                        "spec": {**tmpl["spec"], "suspend": bool(spec.get("suspend"))},
-                        "status": {},
+                job_body = {
+                    "metadata": {
+                        "name": job_name,
+                        "labels": {**(tmpl_meta.get("labels") or {}), **extra},
+                        "ownerReferences": [c.owner_ref(js)],
                     },
-                )
+                    "spec": {**tmpl["spec"], "suspend": bool(spec.get("suspend"))},
+                    "status": {},
+                }
+                try:
+                    job = c.create(JOB, ns, job_body)
+                except ApiError:
+                    # the API server refuses the Job (its template is invalid): the real
+                    # controller logs the error and retries; the JobSet stays without it
+                    continue
             if bool(job["spec"].get("suspend")) != bool(spec.get("suspend")):
                 job["spec"]["suspend"] = bool(spec.get("suspend"))
                 c.store.touch(job)
@@ -156,5 +158,16 @@ def fail_or_restart(c: Cluster, js: Obj, job: Obj) -> None:
 
 
 def _fail(c: Cluster, js: Obj, reason: str, message: str) -> None:
+    """Failed, and the Jobs still active are deleted (Foreground), as ``jobSetFinished``
+    does on the next reconcile."""
     js["status"]["terminalState"] = "Failed"
     c.set_condition(js, "Failed", "True", reason, message)
+    ns, name = js["metadata"]["namespace"], js["metadata"]["name"]
+    for job in list(c.store.items(JOB, ns)):
+        if (
+            job["metadata"]["labels"].get(JOBSET_NAME) == name
+            and "deletionTimestamp" not in job["metadata"]
+            and not is_true(job, "Failed")
+            and not is_true(job, "Complete")
+        ):
+            c.store.delete(JOB, ns, job["metadata"]["name"], "Foreground", None)

@@ -136,10 +136,26 @@ def kubelet(c: Cluster) -> None:
     for pod in list(c.store.items(POD)):
         status, spec = pod["status"], pod["spec"]
         uid = pod["metadata"]["uid"]
+        if (
+            "deletionTimestamp" in pod["metadata"]
+            and not c.pod_terminal(pod)
+            and c.node_ready(spec.get("nodeName"))
+            and c.due(c.deleting.get(uid))
+        ):
+            c.stop_for_deletion(pod)
+            continue
         if status.get("phase") == "Running" and "deletionTimestamp" not in pod["metadata"]:
-            code = c.exits.get(uid)
-            if code is not None and c.step > c.started.get(uid, c.step):
-                c.terminate(pod, reason="Completed" if code == 0 else "Error", exit_code=code)
+            if uid in c.crashed:
+                if c.due(c.crashed[uid]):
+                    c.restart(pod)
+                    container = (spec.get("containers") or [{"name": "node"}])[0]
+                    if runnable(argv_of(container)):
+                        code = run_for_real(c, pod, container)
+                        c.exits[uid] = (code, "Completed" if code == 0 else "Error")
+                continue
+            ending = c.exits.get(uid)
+            if ending is not None and c.due(c.started.get(uid)):
+                c.terminate(pod, reason=ending[1], exit_code=ending[0])
             continue
         if status.get("phase") != "Pending" or "deletionTimestamp" in pod["metadata"]:
             continue
@@ -216,4 +232,5 @@ def kubelet(c: Cluster) -> None:
         ]
         c.set_condition(pod, "Ready", "True", "", "")
         if runnable(argv_of(container)):
-            c.exits[uid] = run_for_real(c, pod, container)
+            code = run_for_real(c, pod, container)
+            c.exits[uid] = (code, "Completed" if code == 0 else "Error")
