@@ -9,8 +9,18 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from core_bench import World, declarations, policy
-from dispatch import Action, Capability, CauseKind, Execution, ObjectView, Phase, State
+from core_bench import World, cause, declarations, policy
+from dispatch import (
+    Action,
+    Capability,
+    Cause,
+    CauseKind,
+    Execution,
+    ObjectView,
+    Phase,
+    State,
+    project,
+)
 from dispatch.core.policy import RecoveryPolicy
 from dispatch.core.progress import on_stall
 from dispatch.core.table import STALL_TABLE, Verdict, rule_on_stall
@@ -28,6 +38,7 @@ from dispatch.events import (
 )
 from dispatch.policy_file import load_policy, parse_policy
 from dispatch.spec import JobSpec
+from dispatch.status import Status
 
 WINDOW = timedelta(seconds=60)
 K = CauseKind
@@ -41,6 +52,10 @@ def _world(stall: int | None, *, gating: bool = True) -> World:
     spec = JobSpec(command=("python", "train.py"), progress_window=WINDOW, heartbeat="/hb")
     w.events[0] = w.events[0].model_copy(update={"spec": spec})
     return w
+
+
+def _status(w: World) -> Status:
+    return project(w.job, w.discovery(), w.now)
 
 
 def _running(w: World) -> str:
@@ -100,7 +115,7 @@ def test_without_a_stall_rule_a_stall_only_escalates_S47() -> None:
     assert isinstance(event, EscalationRaised) and event.cause is None
     assert event.reason.startswith("no progress for 1 min (window 1 min); last progress ")
     assert event.reason.endswith("; state and cause unchanged, a person decides")
-    assert w.stopped == [] and w.status().state is State.RUNNING and w.status().cause is None
+    assert w.stopped == [] and _status(w).state is State.RUNNING and _status(w).cause is None
 
 
 def test_the_stall_rule_stops_as_dispatch_and_resubmits_under_its_budget_S47_S16() -> None:
@@ -131,14 +146,14 @@ def test_the_stall_rule_stops_as_dispatch_and_resubmits_under_its_budget_S47_S16
     assert request.submission == 2 and request.gated  # S-28: gated while the old one lives
     job = w.job
     assert job.spent == {1: 1} and job.budget_left(0) == 5  # the rule on preempted: untouched
-    status = w.status()
+    status = _status(w)
     assert status.state is State.RECOVERING and status.cause == why
     # the stopped object ends as the scheduler reports a cancel: the job is not cancelled,
     # its ending was decided when dispatch stopped it (S-12 is about a cancel nobody decided)
     w.set(first, Phase.ENDED, why.model_copy(update={"provenance": Provenance.SCHEDULER}))
     w.tick()
     assert w.job.outcome is None and len(w.opened) == 1
-    assert w.status().state is State.RECOVERING
+    assert _status(w).state is State.RECOVERING
 
 
 def test_a_spent_stall_budget_escalates_and_leaves_the_job_running_S47() -> None:
@@ -156,7 +171,7 @@ def test_a_spent_stall_budget_escalates_and_leaves_the_job_running_S47() -> None
     (event,) = append.events
     assert isinstance(event, EscalationRaised)
     assert "budget of the stall rule (rule 2: resubmit_on_stall budget=1) is spent" in event.reason
-    assert len(w.stopped) == 1 and w.status().state is State.RUNNING
+    assert len(w.stopped) == 1 and _status(w).state is State.RUNNING
     assert w.job.spent == {1: 1}
     w.advance(30)
     assert _stall_tick(w, last_progress=w.now - timedelta(seconds=91)) == []  # once per silence
@@ -176,7 +191,8 @@ def test_without_gating_the_resubmission_waits_for_the_stopped_object_to_end_S28
     assert [type(e) for e in w.tick()] == [Stop]  # still alive: asked again, nothing else
     w.set(first, Phase.ENDED, w.stopped[0].cause)
     effects = w.tick()
-    assert [type(e) for e in effects] == [Append, Submit] and not effects[1].gated
+    assert [type(e) for e in effects] == [Append, Submit]
+    assert isinstance(effects[1], Submit) and not effects[1].gated
     assert w.job.outcome is None
 
 
@@ -216,9 +232,7 @@ def test_every_stall_row_is_met_on_a_real_plan_S47() -> None:
     assert met == set(range(len(STALL_TABLE))), "a stall row no plan reaches is dead"
 
 
-def _cancel():  # type: ignore[no-untyped-def]
-    from core_bench import cause
-
+def _cancel() -> Cause:
     return cause(K.CANCELLED, provenance=Provenance.ACTOR)
 
 

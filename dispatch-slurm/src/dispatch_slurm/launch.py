@@ -15,7 +15,12 @@ first node and starts **one srun step per node**, at once:
   own output (srun's words) goes to ``batch.out``, also appended: a requeued execution
   adds to what the earlier one printed and never truncates it (S-46). ``layout`` gets one
   line per execution saying which nodes it ran on, which is how ``dispatch logs --rank``
-  finds a rank's file.
+  finds a rank's file;
+- with a progress window (``DISPATCH_HEARTBEAT`` set), a watcher in the batch shell looks
+  every 5 s at the ranks' output files and moves the heartbeat's modification time up to
+  the newest one's (``touch -r``): output growing counts as progress, as on ``local``,
+  and the supervisor still reads one file (S-47, dispatch-core/docs/endings.md). Only the
+  ranks' files count, not ``batch.out`` (the wrapper's and srun's words).
 
 The contract every task sees (S-41): ``MASTER_ADDR`` (the first node's ``NodeAddr``, the
 address slurmctld itself reaches that node at, so it resolves on the others),
@@ -78,6 +83,17 @@ echo "dispatch: execution $DISPATCH_EXECUTION on ${nodes[*]}," \
 cpus=$((LOCAL_WORLD_SIZE * ${SLURM_CPUS_PER_TASK:-1}))
 exits="$logdir/exits.$DISPATCH_EXECUTION"
 export DISPATCH_EXITS=$exits
+if [[ -n ${DISPATCH_HEARTBEAT:-} ]]; then  # the ranks' output growing is progress (S-47)
+  (while kill -0 $$ 2>/dev/null && sleep 5; do
+    newest=$(ls -t "$logdir"/*.*.out "$logdir"/*.*.err 2>/dev/null | head -n 1)
+    if [[ -n $newest && ( ! -e $DISPATCH_HEARTBEAT || $newest -nt $DISPATCH_HEARTBEAT ) ]]; then
+      touch -r "$newest" "$DISPATCH_HEARTBEAT"
+    fi
+  done) &
+  watcher=$!
+  disown "$watcher"  # never one of the steps wait -n counts
+  trap 'kill "$watcher" 2>/dev/null' EXIT
+fi
 # each task: the contract, then the command as a child whose failing status is noted;
 # signals are handled (not ignored) here, so the command keeps their default dispositions,
 # and passed on to it once it runs: a signal Slurm sends to this shell only (scancel
