@@ -1,0 +1,446 @@
+"""The emulator's promises, written once and run against the emulator here and against
+the real control plane in ``test_kubeflow_live_promises.py`` (DISPATCH_KUBE_LIVE=1):
+where the two disagree the emulator is wrong (issue 11; the divergences are listed in
+dispatch-kubeflow-testing/README.md).
+
+Every promise creates its TrainJob (and, where it needs one, a TrainingRuntime) through
+the official client over HTTP, provokes the ending through the tier's driver (the
+emulator's, or the live driver that only does what happens to a real cluster) and reads
+what the controllers made of it. ``tier.until`` waits: on the real cluster by polling,
+on the emulator by letting its controllers take steps.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import pytest
+from dispatch_kubeflow_testing.emulator import Emulator
+from kubernetes import client, config
+
+G, V = "trainer.kubeflow.org", "v1alpha1"
+NS = "default"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+MANAGED = {"dispatch.dev/managed": "true"}
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+
+class Tier(Protocol):
+    """What a promise needs of a cluster: its official client, reads, and the driver's
+    provocations (the emulator's and the live driver's share these names)."""
+
+    api: client.ApiClient
+
+    def trainjob(self, name: str) -> Obj: ...
+    def jobset(self, name: str) -> Obj: ...
+    def jobs(self, name: str) -> list[Obj]: ...
+    def pods(self, name: str) -> list[Obj]: ...
+    def exit(self, name: str, code: int, *, pod: int = 0) -> None: ...
+    def preempt(self, name: str, *, pod: int = 0) -> None: ...
+    def evict(self, name: str, *, pod: int = 0) -> None: ...
+    def lose_node(self, name: str, *, pod: int = 0) -> str: ...
+    def recover_node(self, node: str) -> None: ...
+    def until(self, what: str, check: Callable[[], T | None], timeout: float = 120) -> T: ...
+    def a_while(self) -> None: ...
+
+
+class EmulatorTier:
+    """The emulator: waiting is letting its controllers take steps."""
+
+    #: steps ``until`` lets pass before it gives up; ``a_while`` lets this many pass
+    STEPS, WHILE = 60, 10
+
+    def __init__(self, emulator: Emulator, api: client.ApiClient) -> None:
+        self.emulator, self.api = emulator, api
+
+    def trainjob(self, name: str) -> Obj:
+        return self.emulator.trainjob(name)
+
+    def jobset(self, name: str) -> Obj:
+        return self.emulator.jobset(name)
+
+    def jobs(self, name: str) -> list[Obj]:
+        from dispatch_kubeflow_testing.emulator.store import JOB
+
+        listing = self.emulator.store.listing(JOB, NS, f"jobset.sigs.k8s.io/jobset-name={name}")
+        items: list[Obj] = listing["items"]
+        return items
+
+    def pods(self, name: str) -> list[Obj]:
+        return self.emulator.pods(name)
+
+    def exit(self, name: str, code: int, *, pod: int = 0) -> None:
+        self.until(f"pod {pod} of {name} running", lambda: running(self.pods(name), pod))
+        self.emulator.exit(name, code, pod=pod)
+
+    def preempt(self, name: str, *, pod: int = 0) -> None:
+        self.emulator.preempt(name, pod=pod)
+
+    def evict(self, name: str, *, pod: int = 0) -> None:
+        self.emulator.evict(name, pod=pod)
+
+    def lose_node(self, name: str, *, pod: int = 0) -> str:
+        return self.emulator.lose_node(name, pod=pod)
+
+    def recover_node(self, node: str) -> None:
+        self.emulator.recover_node(node)
+
+    def until(self, what: str, check: Callable[[], T | None], timeout: float = 120) -> T:
+        for _ in range(self.STEPS):
+            result = check()
+            if result:
+                return result
+            self.emulator.advance()
+        raise AssertionError(f"{what}: not after {self.STEPS} emulator steps")
+
+    def a_while(self) -> None:
+        self.emulator.advance(self.WHILE)
+
+
+@pytest.fixture
+def api_of() -> Iterator[Callable[[Path], client.ApiClient]]:
+    clients: list[client.ApiClient] = []
+
+    def make(kubeconfig: Path) -> client.ApiClient:
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+        clients.append(client.ApiClient(configuration))
+        return clients[-1]
+
+    yield make
+    for api in clients:
+        api.close()
+
+
+@pytest.fixture
+def tier(emulator: Emulator, kubeconfig: Path, api_of: Callable[[Path], client.ApiClient]) -> Tier:
+    return EmulatorTier(emulator, api_of(kubeconfig))
+
+
+# -- what the promises create ---------------------------------------------------------
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def trainjob_body(name: str, *, nodes: int = 2, runtime: str | None = None) -> Obj:
+    """A TrainJob whose program runs until the driver ends it, one node's GPUs per pod
+    (so a higher-priority pod can only be placed by preempting it)."""
+    gpus = {"nvidia.com/gpu": "8"}
+    ref: Obj = {"name": "torch-distributed"}
+    if runtime is not None:
+        ref = {"name": runtime, "kind": "TrainingRuntime", "apiGroup": G}
+    return {
+        "apiVersion": f"{G}/{V}",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "labels": dict(MANAGED)},
+        "spec": {
+            "runtimeRef": ref,
+            "trainer": {
+                "numNodes": nodes,
+                "image": "registry.example/acme/train:1.4",
+                "command": ["torchrun", "train.py"],
+                "resourcesPerNode": {"limits": gpus, "requests": gpus},
+            },
+        },
+    }
+
+
+def strict_runtime_body(name: str) -> Obj:
+    """A TrainingRuntime shaped like the shipped torch one, but whose Jobs neither retry
+    nor restart (what dispatch wants: ``restartPolicy: Never``, ``backoffLimit: 0``) and
+    fail on a disruption or a non-zero exit (``podFailurePolicy`` FailJob rules)."""
+    job_spec = {
+        "backoffLimit": 0,
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                },
+                {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0]}},
+            ]
+        },
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "node",
+                        "image": "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+                        "command": ["torchrun", "train.py"],
+                    }
+                ],
+            },
+        },
+    }
+    return {
+        "apiVersion": f"{G}/{V}",
+        "kind": "TrainingRuntime",
+        "metadata": {
+            "name": name,
+            "labels": {"trainer.kubeflow.org/framework": "torch", **MANAGED},
+        },
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {
+                                    "labels": {
+                                        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"
+                                    }
+                                },
+                                "spec": job_spec,
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def create(tier: Tier, body: Obj) -> Obj:
+    plural = {"TrainJob": "trainjobs", "TrainingRuntime": "trainingruntimes"}[body["kind"]]
+    created: Obj = client.CustomObjectsApi(tier.api).create_namespaced_custom_object(
+        G, V, NS, plural, body
+    )
+    return created
+
+
+def start(tier: Tier, *, nodes: int = 2, strict: bool = False) -> str:
+    """A TrainJob with every node running; ``strict`` puts it on its own strict runtime."""
+    name = fresh("promise")
+    runtime = None
+    if strict:
+        runtime = name
+        create(tier, strict_runtime_body(runtime))
+    create(tier, trainjob_body(name, nodes=nodes, runtime=runtime))
+    tier.until(f"{nodes} running pods of {name}", lambda: len(live_pods(tier, name)) == nodes)
+    return name
+
+
+# -- reading --------------------------------------------------------------------------
+
+
+def condition(obj: Obj, kind: str) -> Obj | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def index_of(pod: Obj) -> int:
+    return int((pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX, -1))
+
+
+def container(pod: Obj) -> Obj:
+    return dict(((pod.get("status") or {}).get("containerStatuses") or [{}])[0])
+
+
+def running(pods: list[Obj], index: int) -> Obj | None:
+    for pod in pods:
+        if (
+            index_of(pod) == index
+            and "deletionTimestamp" not in pod["metadata"]
+            and pod["status"].get("phase") == "Running"
+            and "running" in (container(pod).get("state") or {})
+        ):
+            return pod
+    return None
+
+
+def live_pods(tier: Tier, name: str) -> list[Obj]:
+    return [p for p in tier.pods(name) if running([p], index_of(p))]
+
+
+def the_job(tier: Tier, name: str) -> Obj:
+    (job,) = tier.jobs(name)
+    return job
+
+
+def gone(read: Callable[[], object]) -> bool:
+    try:
+        read()
+    except Exception as exc:  # the emulator's ApiError or the live client's, both 404
+        return "404" in str(exc) or "not found" in str(exc).lower()
+    return False
+
+
+# -- the promises ---------------------------------------------------------------------
+
+
+def test_promise_jobset_webhook_and_job_defaults(tier: Tier) -> None:
+    """JobSet's webhook makes the shipped runtime's pods ``restartPolicy: OnFailure``
+    and its Jobs Indexed; the API server gives a Job ``backoffLimit: 6`` and replaces
+    terminating pods, or only failed ones once a podFailurePolicy is set."""
+    shipped, strict = start(tier), start(tier, strict=True)
+    for name, restart, backoff, replace in (
+        (shipped, "OnFailure", 6, "TerminatingOrFailed"),
+        (strict, "Never", 0, "Failed"),
+    ):
+        job = the_job(tier, name)
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == restart
+        assert job["spec"]["completionMode"] == "Indexed"
+        assert job["spec"]["backoffLimit"] == backoff
+        assert job["spec"]["podReplacementPolicy"] == replace
+        assert {p["spec"]["restartPolicy"] for p in tier.pods(name)} == {restart}
+
+
+def test_promise_a_failing_container_under_onfailure_crash_loops_in_place(tier: Tier) -> None:
+    """Divergence 1: exit 1 under OnFailure restarts the container in the same pod
+    (restartCount, lastState.terminated, the pod still Running), it does not end it."""
+    name = start(tier)
+    tier.exit(name, 1, pod=1)
+    before = {p["metadata"]["uid"] for p in tier.pods(name) if index_of(p) == 1}
+
+    def restarted() -> Obj | None:
+        for pod in tier.pods(name):
+            last = (container(pod).get("lastState") or {}).get("terminated") or {}
+            if index_of(pod) == 1 and container(pod).get("restartCount", 0) >= 1 and last:
+                return pod
+        return None
+
+    pod = tier.until("rank 1 restarted in place", restarted)
+    assert pod["metadata"]["uid"] in before
+    assert pod["status"]["phase"] == "Running"
+    last = container(pod)["lastState"]["terminated"]
+    assert (last["exitCode"], last["reason"]) == (1, "Error")
+
+
+def test_promise_backoff_exceeded_is_failure_target_then_failed_and_the_pods_deleted(
+    tier: Tier,
+) -> None:
+    """Divergence 2: once the restarts reach backoffLimit 6 the Job sets FailureTarget
+    (BackoffLimitExceeded), deletes its pods (Running or restarting), and sets Failed
+    with the same reason; the JobSet and the TrainJob fail (FailedJobs)."""
+    name = start(tier)
+    tier.exit(name, 1, pod=1)
+    tier.until("the TrainJob failed", lambda: condition(tier.trainjob(name), "Failed"), timeout=180)
+    job = the_job(tier, name)
+    target, failed = condition(job, "FailureTarget"), condition(job, "Failed")
+    assert target is not None and failed is not None
+    assert target["reason"] == failed["reason"] == "BackoffLimitExceeded"
+    assert target["lastTransitionTime"] <= failed["lastTransitionTime"]
+    assert tier.until("the Job's pods deleted", lambda: tier.pods(name) == [] or None) is True
+    assert (condition(tier.jobset(name), "Failed") or {}).get("reason") == "FailedJobs"
+    assert (condition(tier.trainjob(name), "Failed") or {}).get("reason") == "FailedJobs"
+
+
+def test_promise_exit_under_a_strict_runtime_is_the_pod_failure_policy(tier: Tier) -> None:
+    """With restartPolicy Never, backoffLimit 0 and a FailJob rule on exit codes, rank
+    1's exit 1 ends its pod Failed (it stays, exit code 1, no restart) and the Job fails
+    at once with reason PodFailurePolicy naming that pod and code; the other pod is
+    deleted."""
+    name = start(tier, strict=True)
+    tier.exit(name, 1, pod=1)
+    job = tier.until("the Job failed", lambda: condition(the_job(tier, name), "Failed"))
+    assert job["reason"] == "PodFailurePolicy"
+    (failed,) = tier.until(
+        "only the failed pod left", lambda: tier.pods(name) if len(tier.pods(name)) == 1 else None
+    )
+    assert index_of(failed) == 1 and failed["status"]["phase"] == "Failed"
+    ended = container(failed)["state"]["terminated"]
+    assert ended["exitCode"] == 1 and container(failed).get("restartCount", 0) == 0
+    assert f"pod {NS}/{failed['metadata']['name']} failed with exit code 1" in job["message"]
+    assert (condition(tier.trainjob(name), "Failed") or {}).get("reason") == "FailedJobs"
+
+
+@pytest.mark.parametrize("disruption", ["preempt", "evict"])
+def test_promise_a_preempted_or_evicted_pod_is_replaced_and_the_trainjob_runs_on(
+    tier: Tier, disruption: str
+) -> None:
+    """Divergence 3: the scheduler's preemption or the Eviction API marks the pod
+    DisruptionTarget and deletes it; the Job (backoffLimit 6) counts one failure and
+    makes a new pod for that index; nothing fails."""
+    name = start(tier)
+    (victim,) = [p for p in tier.pods(name) if index_of(p) == 0]
+    getattr(tier, disruption)(name, pod=0)
+
+    def replaced() -> Obj | None:
+        pod = running(tier.pods(name), 0)
+        return (
+            pod if pod is not None and pod["metadata"]["uid"] != victim["metadata"]["uid"] else None
+        )
+
+    tier.until("a new running pod for index 0", replaced)
+    job = tier.until(
+        "the failure counted",
+        lambda: (lambda j: j if j["status"].get("failed") == 1 else None)(the_job(tier, name)),
+    )
+    assert condition(job, "FailureTarget") is None and condition(job, "Failed") is None
+    assert condition(tier.trainjob(name), "Failed") is None
+    assert len(live_pods(tier, name)) == 2
+
+
+def test_promise_a_disruption_under_a_strict_runtime_fails_the_job_by_its_policy(
+    tier: Tier,
+) -> None:
+    """An evicted pod's kubelet stops it (Failed, the DisruptionTarget kept), so the
+    FailJob rule on DisruptionTarget fails the Job: PodFailurePolicy, naming the pod."""
+    name = start(tier, strict=True)
+    victim = running(tier.pods(name), 0)
+    assert victim is not None
+    tier.evict(name, pod=0)
+    job = tier.until("the Job failed", lambda: condition(the_job(tier, name), "Failed"))
+    assert job["reason"] == "PodFailurePolicy"
+    assert f"Pod {NS}/{victim['metadata']['name']} has condition DisruptionTarget" in job["message"]
+
+
+def test_promise_lost_node_and_a_failing_rank_hold_the_job_at_failure_target(
+    tier: Tier,
+) -> None:
+    """Divergence 4: the pod on a lost node is Terminating for good (its index gets a
+    new pod); when rank 1 then crash-loops past backoffLimit the Job reaches
+    FailureTarget but not Failed while that pod is Terminating; the TrainJob runs on
+    until the node comes back."""
+    name = start(tier)
+    node = tier.lose_node(name, pod=0)
+
+    def stuck() -> Obj | None:
+        for pod in tier.pods(name):
+            if pod["spec"].get("nodeName") == node and "deletionTimestamp" in pod["metadata"]:
+                return pod
+        return None
+
+    held = tier.until("the pod on the lost node Terminating", stuck)
+    assert condition(held, "DisruptionTarget") is not None
+    tier.until("a new pod for index 0", lambda: running(tier.pods(name), 0))
+    tier.exit(name, 1, pod=1)
+    tier.until(
+        "the Job at FailureTarget",
+        lambda: condition(the_job(tier, name), "FailureTarget"),
+        timeout=180,
+    )
+    tier.a_while()
+    job = the_job(tier, name)
+    assert condition(job, "Failed") is None and job["status"].get("terminating") == 1
+    assert condition(tier.trainjob(name), "Failed") is None
+    assert stuck() is not None
+    tier.recover_node(node)
+    failed = tier.until("the Job failed", lambda: condition(the_job(tier, name), "Failed"))
+    assert failed["reason"] == "BackoffLimitExceeded"
+
+
+def test_promise_a_foreground_delete_lingers_until_the_collector_is_done(tier: Tier) -> None:
+    """Divergence 5: a Foreground delete answers with the TrainJob still there
+    (deletionTimestamp, the foregroundDeletion finalizer); the garbage collector then
+    removes the pods, Jobs and JobSet, and the TrainJob last."""
+    name = start(tier)
+    answer = client.CustomObjectsApi(tier.api).delete_namespaced_custom_object(
+        G, V, NS, "trainjobs", name, body=client.V1DeleteOptions(propagation_policy="Foreground")
+    )
+    assert "deletionTimestamp" in answer["metadata"]
+    assert "foregroundDeletion" in answer["metadata"]["finalizers"]
+    tier.until("the TrainJob gone", lambda: gone(lambda: tier.trainjob(name)))
+    assert gone(lambda: tier.jobset(name)) and tier.jobs(name) == []
+    tier.until("its pods gone", lambda: tier.pods(name) == [] or None)
