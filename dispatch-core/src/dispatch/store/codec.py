@@ -38,21 +38,44 @@ from typing import Any
 
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
-from dispatch.events import Event, JobCreated, decode_event
+from dispatch.events import (
+    Event,
+    GateOpened,
+    JobCreated,
+    ObjectFound,
+    ObjectMissing,
+    StopRequested,
+    SubmissionCreated,
+    decode_event,
+)
 
-#: The head of a row as ``encode_event`` writes it; groups: job_id, seq, at, actor.
-_HEAD = re.compile(
+#: The head of a row as ``encode_event`` writes it; groups: job_id, seq, at, actor. Then,
+#: for the events naming one scheduler object, the start of the tail up to that object's id
+#: (group 5) and the id (group 6): ids never repeat, so the tail is remembered without it.
+_ROW = re.compile(
     r'\{"job_id":"([^"\\\x00-\x1f]+)","seq":([1-9][0-9]{0,17}),'
     r'"at":"([0-9T:.+\-Z]{20,35})","actor":(null|"[^"\\\x00-\x1f]*"),(?="type":")'
+    r'(?:("type":"(?:submission-created|gate-opened|stop-requested|object-missing|object-found)"'
+    r',"submission":[1-9][0-9]{0,17},"object_id":")([^"\\\x00-\x1f]*)(?="))?'
 )
 _HEAD_FIELDS = frozenset(("job_id", "seq", "at", "actor"))
+#: The event classes group 6 may name the object of: in each, ``object_id`` is a plain
+#: ``str`` (any string is valid), right after ``submission``.
+_NAMED_OBJECT = frozenset(
+    (SubmissionCreated, GateOpened, StopRequested, ObjectMissing, ObjectFound)
+)
 
 #: Caches are bounded: when one is full it starts again empty. A tail goes to ``_fresh``
-#: first and moves to ``_tails`` when seen again, so tails that never repeat (every object
-#: id) churn ``_fresh`` and do not push a sweep's spec, plan and causes out of ``_tails``.
+#: first and moves to ``_tails`` when seen again, so tails that never repeat churn
+#: ``_fresh`` and do not push a sweep's spec, plan and causes out of ``_tails``.
 LIMIT = 50_000
 
-_Known = tuple[type[Any], dict[str, Any], set[str]]
+#: A known tail: the class, the values before the object id (all of them when the tail
+#: names no object), the values after it (None when it names none), the fields-set.
+_Known = tuple[type[Any], dict[str, Any], dict[str, Any] | None, set[str]]
+#: Keyed by the tail's text, or for a tail naming an object by that text without the id
+#: (group 5 + what follows the id). The two never collide: a tail of the second form
+#: always matches group 5, so it is only ever looked up without its id.
 _tails: dict[str, _Known] = {}
 _fresh: dict[str, Event] = {}
 _times: dict[str, datetime] = {}
@@ -77,66 +100,92 @@ def _time(text: str) -> datetime | None:
     return value
 
 
+_set = object.__setattr__
+_new = object.__new__
+
+
 def decode_body(body: str | bytes) -> Event:
     """One stored event, as ``decode_event`` decodes it (same value, same errors)."""
-    if type(body) is str:
-        head = _HEAD.match(body)
-        if head is not None:
-            tail = body[head.end() :]
-            known = _tails.get(tail) or _promote(tail)
-            if known is not None:
-                job_id, seq, when, actor = head.groups()
-                at = _times.get(when) or _time(when)
-                if at is not None:
-                    cls, values, fields_set = known
-                    model = object.__new__(cls)
-                    _set(
-                        model,
-                        "__dict__",
-                        {
-                            "job_id": job_id,
-                            "seq": int(seq),
-                            "at": at,
-                            "actor": None if actor == "null" else actor[1:-1],
-                            **values,
-                        },
-                    )
-                    _set(model, "__pydantic_fields_set__", fields_set)
-                    _set(model, "__pydantic_extra__", None)
-                    _set(model, "__pydantic_private__", None)
-                    return model  # type: ignore[no-any-return]
-            event = decode_event(body)
-            _remember(event, head, tail)
-            return event
-    return decode_event(body)
+    if type(body) is not str:
+        return decode_event(body)
+    row = _ROW.match(body)
+    if row is None:
+        return decode_event(body)
+    job_id, seq, when, actor, _, object_id = row.groups()
+    if object_id is None:
+        tail = body[row.end() :]
+    else:
+        tail = body[row.start(5) : row.start(6)] + body[row.end() :]
+    known = _tails.get(tail) or _promote(tail, object_id is not None)
+    if known is not None:
+        at = _times.get(when) or _time(when)
+        if at is not None:
+            cls, before, after, fields_set = known
+            model = _new(cls)
+            if after is None:
+                values = {
+                    "job_id": job_id,
+                    "seq": int(seq),
+                    "at": at,
+                    "actor": None if actor == "null" else actor[1:-1],
+                    **before,
+                }
+            else:
+                values = {
+                    "job_id": job_id,
+                    "seq": int(seq),
+                    "at": at,
+                    "actor": None if actor == "null" else actor[1:-1],
+                    **before,
+                    "object_id": object_id,
+                    **after,
+                }
+            _set(model, "__dict__", values)
+            _set(model, "__pydantic_fields_set__", fields_set)
+            _set(model, "__pydantic_extra__", None)
+            _set(model, "__pydantic_private__", None)
+            return model  # type: ignore[no-any-return]
+    event = decode_event(body)
+    _remember(event, row, tail)
+    return event
 
 
-_set = object.__setattr__
-
-
-def _promote(tail: str) -> _Known | None:
+def _promote(tail: str, names_object: bool) -> _Known | None:
     """A tail seen once before, now seen again: worth keeping (its values made once)."""
     event = _fresh.pop(tail, None)
     if event is None:
         return None
-    values = {k: v for k, v in event.__dict__.items() if k not in _HEAD_FIELDS}
+    before: dict[str, Any] = {}
+    after: dict[str, Any] | None = {} if names_object else None
+    into = before
+    for name, value in event.__dict__.items():
+        if name in _HEAD_FIELDS:
+            continue
+        if name == "object_id" and after is not None:
+            into = after
+            continue
+        into[name] = value
     # One set for every event of this tail: pydantic never changes a frozen model's set in
     # place (``model_copy`` copies it first), and a set each would cost 728 bytes an event.
-    known = (type(event), values, set(event.__pydantic_fields_set__) | _HEAD_FIELDS)
+    known = (type(event), before, after, set(event.__pydantic_fields_set__) | _HEAD_FIELDS)
     if len(_tails) >= LIMIT:
         _tails.clear()
     _tails[tail] = known
     return known
 
 
-def _remember(event: Event, head: re.Match[str], tail: str) -> None:
-    job_id, seq, when, actor = head.groups()
+def _remember(event: Event, row: re.Match[str], tail: str) -> None:
+    job_id, seq, when, actor, _, object_id = row.groups()
     if (
         event.job_id != job_id
         or event.seq != int(seq)
         or event.actor != (None if actor == "null" else actor[1:-1])
     ):
         return  # the pattern read the head otherwise than the decoder: never trust it
+    if object_id is not None and (
+        type(event) not in _NAMED_OBJECT or getattr(event, "object_id", None) != object_id
+    ):
+        return  # likewise for the object id
     if isinstance(event, JobCreated):
         _intern(event, tail)
     if len(_fresh) >= LIMIT:
