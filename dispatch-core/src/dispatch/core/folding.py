@@ -147,6 +147,11 @@ _TRANSITIONS: dict[tuple[Any, ...], Transition] = {}
 _LIMIT = 50_000
 
 
+def forget() -> None:
+    """Empty the shared transitions (benchmarks of a cold start; a process never needs to)."""
+    _TRANSITIONS.clear()
+
+
 def transition(
     seq: int,
     at: datetime,
