@@ -33,8 +33,16 @@ JOBS="${DISPATCH_KUBE_JOBS:-2}"
 K8S_VERSION=v1.35.4
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
-JOBSET_VERSION=v0.11.1
-TRAINER_VERSION=v2.2.0
+# The Trainer version (DISPATCH_KUBE_TRAINER; the adapter claims 2.0, 2.1 and 2.2), each with
+# the JobSet its release requires (its go.mod) and its own wrapper modules; everything else
+# is shared. v2.0.x has no configuration file and always runs its own cert rotator.
+TRAINER_VERSION="${DISPATCH_KUBE_TRAINER:-v2.2.0}"
+case "$TRAINER_VERSION" in
+  v2.2.0) JOBSET_VERSION=v0.11.1 JOBSET_DIR=jobset TRAINER_DIR=trainer TRAINER_STYLE=config ;;
+  v2.1.0) JOBSET_VERSION=v0.10.1 JOBSET_DIR=jobset-v0.10.1 TRAINER_DIR=trainer-v2.1.0 TRAINER_STYLE=config ;;
+  v2.0.1) JOBSET_VERSION=v0.8.2 JOBSET_DIR=jobset-v0.8.2 TRAINER_DIR=trainer-v2.0.1 TRAINER_STYLE=rotator ;;
+  *) echo "start-kube: DISPATCH_KUBE_TRAINER=$TRAINER_VERSION is not a version this script builds (v2.2.0, v2.1.0, v2.0.1)" >&2; exit 1 ;;
+esac
 
 # Every port this control plane listens on, each plus DISPATCH_KUBE_PORT_OFFSET (default 0),
 # so a second instance (its own DISPATCH_KUBE_RUN) runs beside the default one.
@@ -73,7 +81,7 @@ GO_VERSION="$(go env GOVERSION)"
 
 # The cache key: every pinned version and the exact module graph (go.sum) of each wrapper.
 # (the five wrapper dirs named in this order, the order the key has always hashed them in)
-KEY_DIRS=(etcd jobset kubernetes kwok trainer)
+KEY_DIRS=(etcd "$JOBSET_DIR" kubernetes kwok "$TRAINER_DIR")
 KEY_HASH="$(cd "$GOMOD" && cat "${KEY_DIRS[@]/%//go.mod}" "${KEY_DIRS[@]/%//go.sum}" | sha256sum | cut -c1-10)"
 KEY="k8s${K8S_VERSION#v}-etcd${ETCD_VERSION#v}-kwok${KWOK_VERSION#v}-jobset${JOBSET_VERSION#v}-trainer${TRAINER_VERSION#v}-${GO_VERSION}-${KEY_HASH}"
 BIN="$CACHE/$KEY/bin"
@@ -85,8 +93,8 @@ COMPONENTS=(
   "kube-controller-manager|kubernetes|k8s.io/kubernetes/cmd/kube-controller-manager|k8s"
   "kube-scheduler|kubernetes|k8s.io/kubernetes/cmd/kube-scheduler|k8s"
   "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok|"
-  "jobset-controller|jobset|sigs.k8s.io/jobset|"
-  "trainer-controller-manager|trainer|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager|"
+  "jobset-controller|$JOBSET_DIR|sigs.k8s.io/jobset|"
+  "trainer-controller-manager|$TRAINER_DIR|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager|"
 )
 
 k8s_ldflags() {
@@ -100,37 +108,138 @@ k8s_ldflags() {
   echo "$out"
 }
 
-build() {
-  mkdir -p "$BIN" "$CACHE/logs"
-  local start failed=() name dir pkg extra ldflags log t
-  start="$(now)"
-  # one build per version set at a time (two test sessions may start it together)
-  exec 9>"$CACHE/$KEY.lock"
-  flock 9
-  for row in "${COMPONENTS[@]}"; do
-    IFS='|' read -r name dir pkg extra <<<"$row"
-    [[ -x "$BIN/$name" ]] && continue
-    ldflags="-s -w"
-    [[ "$extra" == k8s ]] && ldflags="$(k8s_ldflags)"
-    log="$CACHE/logs/build-$KEY-$name.log"
-    echo "start-kube: building $name ($pkg) ... log $log"
-    t="$(now)"
-    if (cd "$GOMOD/$dir" && CGO_ENABLED=0 nice -n 10 go build -p "$JOBS" -trimpath \
-          -ldflags "$ldflags" -o "$BIN/$name.tmp" "$pkg") >"$log" 2>&1; then
-      mv "$BIN/$name.tmp" "$BIN/$name"
-      echo "start-kube: built $name in $(took "$t") s"
-    else
-      echo "start-kube: BUILD FAILED: $name ($pkg); the go command said:" >&2
-      tail -n 20 "$log" >&2
-      failed+=("$name")
-    fi
-  done
-  echo "start-kube: build of $KEY took $(took "$start") s (binaries in $BIN)"
-  if ((${#failed[@]})); then
-    die "these components did not build (blocked): ${failed[*]}; logs in $CACHE/logs"
-  fi
+stamp_of() {  # name dir pkg: what a binary is built from (a binary is reused only when equal)
+  local wrapper
+  wrapper="$(cat "$GOMOD/$2/go.mod" "$GOMOD/$2/go.sum" | sha256sum | cut -c1-16)"
+  echo "$1 $3 wrapper=$2:$wrapper $GO_VERSION recipe=$RECIPE"
 }
 
+# How every binary is compiled (part of each binary's stamp: a change rebuilds). Static,
+# no paths, no symbol tables or DWARF in the output.
+RECIPE="cgo0-trimpath-sw"
+NICE="${DISPATCH_KUBE_NICE:-10}"
+
+build() {
+  mkdir -p "$BIN" "$CACHE/logs"
+  local start failed=() name dir pkg extra row
+  start="$(now)"
+  # one build per version set at a time: a second `build` or a `start` waits for the first
+  exec 9>"$CACHE/$KEY.lock"
+  if ! flock -n 9; then
+    echo "start-kube: a build of $KEY is under way (status: $(cat "$CACHE/$KEY.status" 2>/dev/null)); waiting for it"
+    flock 9
+    echo "start-kube: the other build ended after $(took "$start") s"
+  fi
+  local token="${DISPATCH_KUBE_BUILD_TOKEN:-$$}"
+  echo "running $token since $(date -u +%FT%TZ)" >"$CACHE/$KEY.status"
+
+  # What is missing, by wrapper module (one `go build` per module builds all its binaries
+  # in one action graph); a binary another key built from the same wrapper files and
+  # recipe is linked, not rebuilt.
+  local -A want=() pkgs=() ldf=()
+  local order=() other
+  for row in "${COMPONENTS[@]}"; do
+    IFS='|' read -r name dir pkg extra <<<"$row"
+    if [[ -x "$BIN/$name" ]]; then
+      [[ -f "$BIN/.$name.stamp" ]] || stamp_of "$name" "$dir" "$pkg" >"$BIN/.$name.stamp"
+      continue
+    fi
+    for other in "$CACHE"/*/bin/."$name".stamp; do
+      [[ -f "$other" && -x "${other%/*}/$name" ]] || continue
+      if [[ "$(cat "$other")" == "$(stamp_of "$name" "$dir" "$pkg")" ]]; then
+        ln -f "${other%/*}/$name" "$BIN/$name" && cp "$other" "$BIN/.$name.stamp"
+        echo "start-kube: $name: same wrapper and recipe as ${other%/bin/*}; linked"
+        break
+      fi
+    done
+    [[ -x "$BIN/$name" ]] && continue
+    [[ -n "${want[$dir]:-}" ]] || order+=("$dir")
+    want[$dir]+="$name "
+    pkgs[$dir]+="$pkg "
+    ldf[$dir]="-s -w"
+    [[ "$extra" == k8s ]] && ldf[$dir]="$(k8s_ldflags)"
+  done
+  if ((${#order[@]} == 0)); then
+    echo "ok $token $(date -u +%FT%TZ)" >"$CACHE/$KEY.status"
+    return 0
+  fi
+
+  # Downloads are network-bound and compiling is CPU-bound: fetch every module's graph at
+  # once, in the background, while the first modules compile.
+  local -A dl=() dl_t=()
+  for dir in "${order[@]}"; do
+    dl_t[$dir]="$(now)"
+    (cd "$GOMOD/$dir" && nice -n "$NICE" go mod download) >"$CACHE/logs/download-$KEY-$dir.log" 2>&1 &
+    dl[$dir]=$!
+  done
+  local all="${want[*]}"
+  echo "start-kube: building ${all//  / }for $KEY (nice $NICE, -p $JOBS; logs $CACHE/logs/*-$KEY-*.log)"
+
+  local log t out names
+  for dir in "${order[@]}"; do
+    names="${want[$dir]% }"
+    if ! wait "${dl[$dir]}"; then
+      echo "start-kube: DOWNLOAD FAILED for $names (module $dir); the go command said:" >&2
+      tail -n 20 "$CACHE/logs/download-$KEY-$dir.log" >&2
+      failed+=($names)
+      continue
+    fi
+    echo "start-kube: modules of $dir downloaded in $(took "${dl_t[$dir]}") s (from the build's start)"
+    log="$CACHE/logs/build-$KEY-$dir.log"
+    t="$(now)"
+    out="$BIN/.tmp-$dir"
+    rm -rf "$out"; mkdir -p "$out"
+    # shellcheck disable=SC2086  # the package list is words
+    if (cd "$GOMOD/$dir" && CGO_ENABLED=0 nice -n "$NICE" go build -p "$JOBS" -trimpath \
+          -ldflags "${ldf[$dir]}" -o "$out/" ${pkgs[$dir]}) >"$log" 2>&1; then
+      for row in "${COMPONENTS[@]}"; do
+        IFS='|' read -r name _ pkg _ <<<"$row"
+        [[ " ${want[$dir]}" == *" $name "* ]] || continue
+        local built="${pkg##*/}"
+        [[ "$built" =~ ^v[0-9]+$ ]] && { built="${pkg%/*}"; built="${built##*/}"; }
+        [[ -x "$out/$built" ]] || { echo "start-kube: go build wrote no $out/$built" >&2; failed+=("$name"); continue; }
+        mv "$out/$built" "$BIN/$name"
+        stamp_of "$name" "$dir" "$pkg" >"$BIN/.$name.stamp"
+      done
+      echo "start-kube: built $names in $(took "$t") s"
+    else
+      echo "start-kube: BUILD FAILED: $names (module $dir); the go command said:" >&2
+      tail -n 20 "$log" >&2
+      failed+=($names)
+    fi
+    rm -rf "$out"
+  done
+  # CPU seconds of everything the build ran (go, compile, link: children this shell waited
+  # for), the figure that does not depend on how loaded the machine was
+  local cpu
+  cpu="$(times | tail -n 1 | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); n += t[1] * 60 + t[2] } printf "%.0f", n }')"
+  echo "start-kube: build of $KEY took $(took "$start") s wall, $cpu CPU s (binaries in $BIN; load $(cut -d' ' -f1-3 /proc/loadavg))"
+  if ((${#failed[@]})); then
+    echo "failed $token $(date -u +%FT%TZ): ${failed[*]}" >"$CACHE/$KEY.status"
+    die "these components did not build (blocked): ${failed[*]}; logs in $CACHE/logs"
+  fi
+  echo "ok $token $(date -u +%FT%TZ)" >"$CACHE/$KEY.status"
+}
+
+build_background() {  # start `build` detached (nice 19), return once it holds the lock
+  mkdir -p "$CACHE/logs"
+  local log="$CACHE/logs/build-$KEY.log" token="bg-$$-$RANDOM" pid
+  # setsid makes it its own session, hence (with the kernel's autogroup scheduling, on by
+  # default) its own scheduling group, where a process's nice counts only against the
+  # group's own processes: the group's nice is set too (/proc/self/autogroup), or the
+  # build would take an equal share of the CPU from the tests it runs beside
+  DISPATCH_KUBE_BUILD_TOKEN="$token" DISPATCH_KUBE_NICE=19 \
+    setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 bash "$0" build' \
+    "${BASH_SOURCE[0]}" >"$log" 2>&1 </dev/null 3>&- 8>&- 9>&- &
+  pid=$!
+  for _ in $(seq 100); do
+    grep -qs " $token " "$CACHE/$KEY.status" && break
+    [[ -d "/proc/$pid" ]] || break
+    sleep 0.1
+  done
+  echo "start-kube: building $KEY in the background (pid $pid, nice 19); log $log"
+  echo "start-kube: \`start-kube.sh start\` waits for it; \`start-kube.sh build\` too"
+}
 
 # ---------------------------------------------------------------------------------------
 # Running it
@@ -172,6 +281,19 @@ all_running() {
 
 port_free() {  # port: nobody listens on it (a clash with another instance fails here, loudly)
   ! (exec 2>/dev/null; echo >"/dev/tcp/127.0.0.1/$1")
+}
+
+check_key() {  # a run dir runs one version set: refuse another while it runs
+  if [[ -f "$RUN/key" && "$(cat "$RUN/key")" != "$KEY" ]] && ! none_running; then
+    die "$RUN runs $(cat "$RUN/key"); asked for $KEY (stop it first, or use another DISPATCH_KUBE_RUN)"
+  fi
+  echo "$KEY" >"$RUN/key"
+}
+
+none_running() {
+  local name
+  for name in "${PROCESSES[@]}"; do running "$name" && return 1; done
+  return 0
 }
 
 check_offset() {  # this run dir's processes listen where they were started, not elsewhere
@@ -225,19 +347,35 @@ $(tail -n 30 "$LOGS/$name.log")"
 kcurl() { curl -sf --max-time 3 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@"; }
 probe() { curl -sfk --max-time 3 "$@"; }
 
+cert() {  # name subject extensions: a key and a certificate signed by this run dir's CA
+  openssl req -newkey rsa:2048 -nodes -keyout "$PKI/$1.key" -out "$PKI/$1.csr" \
+    -subj "$2" 2>/dev/null
+  printf '%s\n' "$3" >"$PKI/$1.ext"
+  openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+    -CAcreateserial -days 3650 -out "$PKI/$1.crt" -extfile "$PKI/$1.ext" 2>/dev/null
+}
+
+# What Trainer v2.0.x's rotator expects (its defaults: Service, namespace, Secret, the
+# ValidatingWebhookConfiguration it injects the CA into, a fixed cert dir under /tmp)
+TRAINER_ROTATOR_NS=kubeflow-system
+TRAINER_ROTATOR_DNS="kubeflow-trainer-controller-manager.$TRAINER_ROTATOR_NS.svc"
+TRAINER_ROTATOR_SECRET=kubeflow-trainer-webhook-cert
+TRAINER_ROTATOR_WEBHOOK=validator.trainer.kubeflow.org
+
 make_pki() {
   mkdir -p "$PKI"
-  [[ -f "$PKI/done" ]] && return 0
-  local o=(-subj) d=3650
-  openssl req -x509 -newkey rsa:2048 -nodes -days $d -keyout "$PKI/ca.key" -out "$PKI/ca.crt" \
-    "${o[@]}" "/CN=dispatch-kube-ca" 2>/dev/null
-  cert() {  # name subject san
-    openssl req -newkey rsa:2048 -nodes -keyout "$PKI/$1.key" -out "$PKI/$1.csr" \
-      -subj "$2" 2>/dev/null
-    printf '%s\n' "$3" >"$PKI/$1.ext"
-    openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
-      -CAcreateserial -days $d -out "$PKI/$1.crt" -extfile "$PKI/$1.ext" 2>/dev/null
-  }
+  [[ -f "$PKI/done" ]] || make_base_pki
+  if [[ "$TRAINER_STYLE" == rotator && ! -f "$PKI/trainer-rotator.crt" ]]; then
+    # Trainer v2.0.x keeps its own rotator on: it adopts a Secret whose certificate is
+    # valid for its Service name, so the one given to it names that and 127.0.0.1
+    cert trainer-rotator "/CN=kubeflow-trainer-webhook" "subjectAltName=IP:127.0.0.1,DNS:$TRAINER_ROTATOR_DNS
+extendedKeyUsage=serverAuth"
+  fi
+}
+
+make_base_pki() {
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -keyout "$PKI/ca.key" -out "$PKI/ca.crt" \
+    -subj "/CN=dispatch-kube-ca" 2>/dev/null
   cert apiserver "/CN=kube-apiserver" \
     "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc
 extendedKeyUsage=serverAuth"
@@ -319,6 +457,7 @@ start() {
   exec 8>"$RUN/start.lock"
   flock 8
   check_offset
+  check_key
   t="$(now)"
   if all_running; then
     echo "start-kube: every process of $RUN is running; no build needed"
@@ -328,10 +467,25 @@ start() {
   local build_s; build_s="$(took "$t")"
   t0="$(now)"
   make_pki
+  # KWOK reads its stages once: a running KWOK whose stages changed in the checkout is
+  # restarted (it keeps no state; pods and nodes are the API server's)
+  local kwok_changed=""
+  if running kwok && ! cmp -s "$HERE/kube/kwok-stages.yaml" "$RUN/kwok.yaml"; then
+    kwok_changed=1
+  fi
   write_configs
+  if [[ -n "$kwok_changed" ]]; then
+    echo "start-kube: kwok-stages.yaml changed since kwok started: restarting kwok"
+    stop_one kwok
+  fi
   local jobset_dir trainer_dir
-  jobset_dir="$(mod_dir jobset sigs.k8s.io/jobset)"
-  trainer_dir="$(mod_dir trainer github.com/kubeflow/trainer/v2)"
+  jobset_dir="$(mod_dir "$JOBSET_DIR" sigs.k8s.io/jobset)"
+  trainer_dir="$(mod_dir "$TRAINER_DIR" github.com/kubeflow/trainer/v2)"
+  local secret=()
+  if [[ "$TRAINER_STYLE" == rotator ]]; then
+    secret=(--tls-secret "$TRAINER_ROTATOR_NS/$TRAINER_ROTATOR_SECRET" "$PKI/ca.crt" "$PKI/ca.key"
+            "$PKI/trainer-rotator.crt" "$PKI/trainer-rotator.key")
+  fi
 
   launch etcd --name dispatch-kube --data-dir "$RUN/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
@@ -354,7 +508,7 @@ start() {
 
   "$PYTHON" "$INSTALL" --kubeconfig "$KUBECONFIG_FILE" base \
     --crds "$jobset_dir/config/components/crd/bases" "$trainer_dir/manifests/base/crds" \
-    --nodes "$NODES" >>"$LOGS/install.log" 2>&1 || die "installing CRDs and nodes failed: $(tail -n 20 "$LOGS/install.log")"
+    --nodes "$NODES" "${secret[@]}" >>"$LOGS/install.log" 2>&1 || die "installing CRDs and nodes failed: $(tail -n 20 "$LOGS/install.log")"
 
   launch kube-controller-manager --kubeconfig "$KUBECONFIG_FILE" \
     --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
@@ -372,9 +526,20 @@ start() {
     --node-lease-duration-seconds 8 --cidr 10.244.0.0/16 --node-ip 10.0.0.2 --v WARN
   launch jobset-controller --kubeconfig "$KUBECONFIG_FILE" --config "$RUN/jobset-config.yaml" \
     --zap-log-level info
-  # TMPDIR: controller-runtime's default webhook cert dir is $TMPDIR/k8s-webhook-server/serving-certs
-  TMPDIR="$RUN/trainer-tmp" launch trainer-controller-manager --kubeconfig "$KUBECONFIG_FILE" \
-    --config "$RUN/trainer-config.yaml"
+  local trainer_name=()
+  if [[ "$TRAINER_STYLE" == config ]]; then
+    # TMPDIR: controller-runtime's default webhook cert dir is $TMPDIR/k8s-webhook-server/serving-certs
+    TMPDIR="$RUN/trainer-tmp" launch trainer-controller-manager --kubeconfig "$KUBECONFIG_FILE" \
+      --config "$RUN/trainer-config.yaml"
+  else
+    # flags only; its rotator writes the adopted Secret's certificate to
+    # /tmp/k8s-webhook-server/serving-certs (fixed: one v2.0.x instance per machine)
+    TMPDIR=/tmp launch trainer-controller-manager --kubeconfig "$KUBECONFIG_FILE" \
+      --leader-elect=false --metrics-bind-address 0 \
+      --health-probe-bind-address "127.0.0.1:$TRAINER_HEALTH_PORT" \
+      --webhook-server-port "$TRAINER_WEBHOOK_PORT"
+    trainer_name=(--trainer-validating-name "$TRAINER_ROTATOR_WEBHOOK")
+  fi
   wait_for kube-controller-manager 60 alive_and kube-controller-manager probe "https://127.0.0.1:$KCM_PORT/healthz"
   wait_for kube-scheduler 60 alive_and kube-scheduler probe "https://127.0.0.1:$SCHED_PORT/healthz"
   wait_for jobset-controller 90 alive_and jobset-controller curl -sf --max-time 2 "http://127.0.0.1:$JOBSET_HEALTH_PORT/readyz"
@@ -384,7 +549,7 @@ start() {
     --ca "$PKI/ca.crt" \
     --jobset "$jobset_dir/config/components/webhook/manifests.yaml" "https://127.0.0.1:$JOBSET_WEBHOOK_PORT" \
     --trainer "$trainer_dir/manifests/base/webhook/manifests.yaml" "https://127.0.0.1:$TRAINER_WEBHOOK_PORT" \
-    --runtimes "$trainer_dir/manifests/base/runtimes/torch_distributed.yaml" \
+    --runtimes "$trainer_dir/manifests/base/runtimes/torch_distributed.yaml" "${trainer_name[@]}" \
     >>"$LOGS/install.log" 2>&1 || die "installing webhooks and runtimes failed: $(tail -n 20 "$LOGS/install.log")"
   wait_for "nodes Ready (kwok)" 60 alive_and kwok "$PYTHON" "$INSTALL" --kubeconfig "$KUBECONFIG_FILE" ready --nodes "$NODES"
 
@@ -401,27 +566,34 @@ ENV
   echo "start-kube: ready: $API (kubeconfig $KUBECONFIG_FILE; env in $RUN/endpoint.env)"
 }
 
-stop() {
-  local i name pid
-  for ((i = ${#PROCESSES[@]} - 1; i >= 0; i--)); do
-    name="${PROCESSES[$i]}"
-    if running "$name"; then
-      pid="$(cat "$PIDS/$name.pid")"
-      kill -CONT "$pid" 2>/dev/null || true
-      kill "$pid"
-      for _ in $(seq 50); do [[ -d "/proc/$pid" ]] || break; sleep 0.1; done
-      [[ -d "/proc/$pid" ]] && kill -9 "$pid"
-      echo "start-kube: stopped $name ($pid)"
-    fi
-    rm -f "$PIDS/$name.pid"
-  done
+stop_one() {
+  local name="$1" pid
+  if running "$name"; then
+    pid="$(cat "$PIDS/$name.pid")"
+    kill -CONT "$pid" 2>/dev/null || true
+    kill "$pid"
+    for _ in $(seq 50); do [[ -d "/proc/$pid" ]] || break; sleep 0.1; done
+    [[ -d "/proc/$pid" ]] && kill -9 "$pid"
+    echo "start-kube: stopped $name ($pid)"
+  fi
+  rm -f "$PIDS/$name.pid"
 }
 
-case "${1:-start}" in
-  build) build ;;
-  start) start ;;
-  stop) stop ;;
-  reset) stop; rm -rf "$RUN"; echo "start-kube: removed $RUN" ;;
-  env) [[ -f "$RUN/endpoint.env" ]] || die "not started ($RUN/endpoint.env missing)"; cat "$RUN/endpoint.env" ;;
-  *) die "unknown command ${1}: use build, start, stop, reset or env" ;;
-esac
+stop() {
+  local i
+  for ((i = ${#PROCESSES[@]} - 1; i >= 0; i--)); do stop_one "${PROCESSES[$i]}"; done
+}
+
+# Everything above only defines; the one line below runs. A long run (a background build)
+# has then read the whole file, so an edit of the script cannot change what it does next.
+main() {
+  case "${1:-start}" in
+    build) if [[ "${2:-}" == --background ]]; then build_background; else build; fi ;;
+    start) start ;;
+    stop) stop ;;
+    reset) stop; rm -rf "$RUN"; echo "start-kube: removed $RUN" ;;
+    env) [[ -f "$RUN/endpoint.env" ]] || die "not started ($RUN/endpoint.env missing)"; cat "$RUN/endpoint.env" ;;
+    *) die "unknown command ${1}: use build, start, stop, reset or env" ;;
+  esac
+}
+main "$@"; exit $?

@@ -3,10 +3,18 @@
 
 The kit's entry point names :class:`dispatch_kubeflow_testing.harness.KubeflowHarness`;
 that class hands the live tier to this one (see .notes/interfaces.md "kube-live needs").
+
+KWOK stands in for the kubelet and runs no processes, so the launch contract (S-41) is
+checked the way a kubelet would produce it: each rank's container command (dispatch's
+launcher, as the real Trainer and JobSet rendered it into the pod) is run here with the
+environment the kubelet would give it, resolved from the pod object itself.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
@@ -22,8 +30,83 @@ from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
 
 from dispatch_kubeflow_testing.live.cluster import control_plane
 from dispatch_kubeflow_testing.live.driver import LiveDriver
+from dispatch_kubeflow_testing.live.kubeapi import Obj
 
 IMAGE = "registry.example/acme/train:1.4"
+#: the PATH a container image's shell would have (the kubelet adds none)
+CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_FIELD = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
+
+
+def field_ref(pod: Obj, path: str) -> str:
+    """A downward-API ``fieldRef`` resolved from the pod, as the kubelet resolves it."""
+    meta = pod["metadata"]
+    simple = {
+        "metadata.name": meta.get("name"),
+        "metadata.namespace": meta.get("namespace"),
+        "metadata.uid": meta.get("uid"),
+        "spec.nodeName": pod["spec"].get("nodeName"),
+        "spec.serviceAccountName": pod["spec"].get("serviceAccountName"),
+        "status.hostIP": pod.get("status", {}).get("hostIP"),
+        "status.podIP": pod.get("status", {}).get("podIP"),
+    }
+    if path in simple:
+        return str(simple[path] or "")
+    match = _FIELD.match(path)
+    if match is None:
+        raise NotProvokable(f"pod {meta['name']}: fieldRef {path!r} is not one a kubelet resolves")
+    return str((meta.get(match.group(1)) or {}).get(match.group(2), ""))
+
+
+def container_environment(pod: Obj) -> dict[str, str]:
+    """The environment of the pod's first container: HOSTNAME, the image's PATH, then its
+    ``env`` in order (``$(VAR)`` expanded from the ones before, fieldRefs resolved)."""
+    container = pod["spec"]["containers"][0]
+    env = {
+        "HOSTNAME": pod["spec"].get("hostname") or pod["metadata"]["name"],
+        "PATH": CONTAINER_PATH,
+    }
+    for item in container.get("env") or []:
+        if "value" in item:
+            value = re.sub(
+                r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                lambda m: env.get(m.group(1), m.group(0)),
+                str(item["value"]),
+            )
+        elif "fieldRef" in (item.get("valueFrom") or {}):
+            value = field_ref(pod, item["valueFrom"]["fieldRef"]["fieldPath"])
+        else:
+            raise NotProvokable(
+                f"pod {pod['metadata']['name']}: env {item['name']} comes from "
+                f"{item.get('valueFrom')}, which this harness does not resolve"
+            )
+        env[item["name"]] = value
+    return env
+
+
+def run_container(pod: Obj, timeout: float = 30.0) -> str:
+    """What the pod's first container prints on stdout, run here as its kubelet would
+    run it (command + args, the container's environment, a scratch working directory)."""
+    container = pod["spec"]["containers"][0]
+    argv = [*(container.get("command") or []), *(container.get("args") or [])]
+    if not argv:
+        raise NotProvokable(f"pod {pod['metadata']['name']} names no command (the image's own)")
+    with tempfile.TemporaryDirectory(prefix="dispatch-kube-container-") as scratch:
+        done = subprocess.run(
+            argv,
+            env={**container_environment(pod), "TMPDIR": scratch},
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise AssertionError(
+            f"pod {pod['metadata']['name']}: its command exited {done.returncode}: "
+            f"{done.stderr.strip()}"
+        )
+    return done.stdout
 
 
 class LiveKubeflowHarness(Harness):
@@ -31,6 +114,9 @@ class LiveKubeflowHarness(Harness):
     poll_interval = 1.0
     #: the real Job controller backs off between restarts: endings take tens of seconds
     timeout = 180.0
+    #: one task per node: a pod is one rank, so what a rank prints is its pod's command's
+    #: output (several tasks per node share one container and interleave)
+    multi_node_shape = (2, 1)
 
     def __init__(self, live: bool = True) -> None:
         super().__init__(live=True)
@@ -74,6 +160,37 @@ class LiveKubeflowHarness(Harness):
 
     def quick_spec(self) -> JobSpec:
         return JobSpec(name="kit-quick", command=("true",), resources=Resources(nodes=2))
+
+    def script_spec(self, script: str) -> JobSpec:
+        raise NotProvokable(
+            "KWOK's nodes run no programs: which interpreter a script's #! line picks is not "
+            "observable here (the offline tier and the Slurm live tier check it)"
+        )
+
+    def task_environments(
+        self, backend: Backend, job_id: str, object_id: str, world_size: int
+    ) -> list[Mapping[str, str]]:
+        """Each rank's pod (by completion index) run as its kubelet would: the ``env`` it
+        prints, through dispatch's launcher as the real controllers rendered it."""
+        name = tags.split_object_id(object_id)[1]
+        by_rank: dict[int, Obj] = {}
+        for pod in self.live_driver.pods(name):
+            index = (pod["metadata"].get("annotations") or {}).get(
+                "batch.kubernetes.io/job-completion-index"
+            )
+            if index is not None and pod["status"].get("phase") == "Succeeded":
+                by_rank.setdefault(int(index), pod)
+        seen: list[Mapping[str, str]] = []
+        for rank in range(world_size):
+            if rank not in by_rank:
+                raise AssertionError(f"TrainJob {name}: no succeeded pod of rank {rank}")
+            env: dict[str, str] = {}
+            for line in run_container(by_rank[rank]).splitlines():
+                key, sep, value = line.partition("=")
+                if sep and key.isidentifier():
+                    env[key] = value
+            seen.append(env)
+        return seen
 
     def restore_nodes(self, nodes: Set[str]) -> None:
         for node in nodes:

@@ -1,10 +1,12 @@
 """Install what the controllers need on the fresh API server, from the modules' own
 manifests (run by ``start-kube.sh``; idempotent: every object is created or replaced).
 
-``base``: the JobSet and Trainer CRDs (waited until Established), the KWOK nodes and the
-PriorityClasses the preemption scenario uses. ``webhooks``: the controllers' webhook
-configurations, rewritten from ``service:`` to ``url: https://127.0.0.1:PORT/...`` with
-the script's CA bundle (their own cert management is off), then the training runtimes
+``base``: the JobSet and Trainer CRDs (waited until Established), the KWOK nodes, the
+PriorityClasses the preemption scenario uses and, for a controller that keeps its own
+cert rotator on (Trainer v2.0.x), the TLS Secret it adopts (``--tls-secret``).
+``webhooks``: the controllers' webhook configurations, rewritten from ``service:`` to
+``url: https://127.0.0.1:PORT/...`` with the script's CA bundle (their own cert
+management is off, or their rotator adopted the script's CA), then the training runtimes
 (which go through the Trainer's validating webhook). ``ready``: exit 0 once the nodes are
 Ready and the default ServiceAccount exists (pods are refused before it does).
 """
@@ -107,8 +109,38 @@ def install_base(api: KubeApi, crd_dirs: list[Path], nodes: int) -> None:
         )
 
 
-def rewrite_webhooks(doc: Obj, prefix: str, url: str, ca_bundle: str) -> Obj:
-    doc = {**doc, "metadata": {"name": f"{prefix}-{doc['metadata']['name']}"}}
+def install_tls_secret(api: KubeApi, where: str, files: list[Path]) -> None:
+    """The Secret a cert rotator reads (``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key``):
+    given one it finds valid, it keeps it instead of minting its own."""
+    namespace, _, name = where.partition("/")
+    if not namespace or not name:
+        raise SystemExit(f"--tls-secret wants NAMESPACE/NAME, not {where!r}")
+    api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    keys = ("ca.crt", "ca.key", "tls.crt", "tls.key")
+    data = {k: base64.b64encode(f.read_bytes()).decode() for k, f in zip(keys, files, strict=True)}
+    secret: Obj = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "type": "Opaque",
+        "data": data,
+    }
+    # (Secret is no kind of KubeApi's table: the path is spelt out)
+    collection = f"/api/v1/namespaces/{namespace}/secrets"
+    try:
+        api.request("POST", collection, secret)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        api.request("PUT", f"{collection}/{name}", secret)
+    print(f"secret {namespace}/{name}")
+
+
+def rewrite_webhooks(
+    doc: Obj, prefix: str, url: str, ca_bundle: str, names: dict[str, str] | None = None
+) -> Obj:
+    name = (names or {}).get(doc["kind"]) or f"{prefix}-{doc['metadata']['name']}"
+    doc = {**doc, "metadata": {"name": name}}
     hooks = []
     for hook in doc.get("webhooks") or []:
         path = hook["clientConfig"]["service"]["path"]
@@ -118,13 +150,18 @@ def rewrite_webhooks(doc: Obj, prefix: str, url: str, ca_bundle: str) -> Obj:
 
 
 def install_webhooks(
-    api: KubeApi, ca: Path, hooks: list[tuple[str, Path, str]], runtimes: list[Path]
+    api: KubeApi,
+    ca: Path,
+    hooks: list[tuple[str, Path, str, dict[str, str]]],
+    runtimes: list[Path],
 ) -> None:
+    """``hooks``: (prefix, manifest, url, names): each configuration is named
+    ``prefix-<its name>`` unless ``names`` gives its kind a name (one a rotator looks for)."""
     ca_bundle = base64.b64encode(ca.read_bytes()).decode()
-    for prefix, manifest, url in hooks:
+    for prefix, manifest, url, names in hooks:
         for doc in documents(manifest):
-            api.apply(rewrite_webhooks(doc, prefix, url, ca_bundle))
-            print(f"{doc['kind']} {prefix}-{doc['metadata']['name']} -> {url}")
+            done = api.apply(rewrite_webhooks(doc, prefix, url, ca_bundle, names))
+            print(f"{doc['kind']} {done['metadata']['name']} -> {url}")
     for path in runtimes:
         for doc in documents(path):
             # the webhook server may still be settling: retry what it refuses to answer
@@ -163,24 +200,41 @@ def main(argv: list[str] | None = None) -> int:
     base = sub.add_parser("base")
     base.add_argument("--crds", nargs="+", type=Path, required=True)
     base.add_argument("--nodes", type=int, default=4)
+    base.add_argument(
+        "--tls-secret",
+        nargs=5,
+        metavar=("NAMESPACE/NAME", "CA_CRT", "CA_KEY", "TLS_CRT", "TLS_KEY"),
+    )
     hooks = sub.add_parser("webhooks")
     hooks.add_argument("--ca", type=Path, required=True)
     hooks.add_argument("--jobset", nargs=2, metavar=("MANIFEST", "URL"), required=True)
     hooks.add_argument("--trainer", nargs=2, metavar=("MANIFEST", "URL"), required=True)
     hooks.add_argument("--runtimes", nargs="+", type=Path, default=[])
+    hooks.add_argument(
+        "--trainer-validating-name", help="the Trainer's ValidatingWebhookConfiguration's name"
+    )
     check = sub.add_parser("ready")
     check.add_argument("--nodes", type=int, default=4)
     args = parser.parse_args(argv)
     api = KubeApi.from_kubeconfig(args.kubeconfig)
     if args.command == "base":
         install_base(api, args.crds, args.nodes)
+        if args.tls_secret:
+            install_tls_secret(api, args.tls_secret[0], [Path(f) for f in args.tls_secret[1:]])
     elif args.command == "webhooks":
         install_webhooks(
             api,
             args.ca,
             [
-                ("jobset", Path(args.jobset[0]), args.jobset[1]),
-                ("kubeflow-trainer", Path(args.trainer[0]), args.trainer[1]),
+                ("jobset", Path(args.jobset[0]), args.jobset[1], {}),
+                (
+                    "kubeflow-trainer",
+                    Path(args.trainer[0]),
+                    args.trainer[1],
+                    {"ValidatingWebhookConfiguration": args.trainer_validating_name}
+                    if args.trainer_validating_name
+                    else {},
+                ),
             ],
             args.runtimes,
         )
