@@ -444,3 +444,35 @@ def test_promise_a_foreground_delete_lingers_until_the_collector_is_done(tier: T
     tier.until("the TrainJob gone", lambda: gone(lambda: tier.trainjob(name)))
     assert gone(lambda: tier.jobset(name)) and tier.jobs(name) == []
     tier.until("its pods gone", lambda: tier.pods(name) == [] or None)
+
+
+def test_promise_a_lost_node_under_a_strict_runtime_holds_the_job_without_a_condition(
+    tier: Tier,
+) -> None:
+    """With a podFailurePolicy only Failed pods count and only they are replaced: the
+    pod Terminating on a lost node is neither, so the Job shows no condition, no failure
+    and no new pod for that index; once the node is back its kubelet stops the pod
+    (Failed, DisruptionTarget kept) and the DisruptionTarget rule fails the Job."""
+    name = start(tier, strict=True)
+    node = tier.lose_node(name, pod=0)
+
+    def stuck() -> Obj | None:
+        for pod in tier.pods(name):
+            if pod["spec"].get("nodeName") == node and "deletionTimestamp" in pod["metadata"]:
+                return pod
+        return None
+
+    held = tier.until("the pod on the lost node Terminating", stuck)
+    tier.a_while()
+    job = the_job(tier, name)
+    assert condition(job, "FailureTarget") is None and condition(job, "Failed") is None
+    assert not job["status"].get("failed")
+    assert [p["metadata"]["uid"] for p in tier.pods(name) if index_of(p) == 0] == [
+        held["metadata"]["uid"]
+    ]
+    tier.recover_node(node)
+    failed = tier.until("the Job failed", lambda: condition(the_job(tier, name), "Failed"))
+    assert failed["reason"] == "PodFailurePolicy"
+    assert (
+        f"Pod {NS}/{held['metadata']['name']} has condition DisruptionTarget" in failed["message"]
+    )
