@@ -9,15 +9,23 @@ Targets (issue 14), jobs of 21 events each:
 - both stores side by side: ``--store sqlite postgres`` (PostgreSQL from
   DISPATCH_TEST_POSTGRES or /work/main/.venv/postgres-dsn, in a schema of its own).
 
-Lease writes per tick are counted (a fresh lease is not written again).
+Lease writes per tick are counted (a fresh lease is not written again), and the jobs each
+tick decided afresh (the others were quiet and unchanged). Each tick's wall time and its CPU
+time (this process's) are printed: on a shared machine the CPU time is the steadier figure,
+read it beside the load average. ``--profile`` profiles every steady tick (in CPU time)
+and prints the worst one's profile.
 Run: python benchmarks/supervisor_tick.py [--jobs 10000] [--ticks 50] [--store sqlite postgres]
+    [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
+import io
 import os
+import pstats
 import statistics
 import tempfile
 import time
@@ -137,7 +145,7 @@ def _open(kind: str, where: str) -> tuple[RecordStore, str]:
     return PostgresStore(dsn, schema=schema), f"postgres (schema {schema})"
 
 
-def run(kind: str, jobs: int, ticks: int) -> None:
+def run(kind: str, jobs: int, ticks: int, profile: bool = False) -> None:
     store, label = _open(kind, tempfile.mkdtemp())
     t = time.perf_counter()
     plain, sched = build(jobs, store)
@@ -158,30 +166,57 @@ def run(kind: str, jobs: int, ticks: int) -> None:
     Path("/proc/self/clear_refs").write_text("5")  # the peak starts again from here
     before = _memory("VmRSS")
     steady: list[float] = []
+    cpu: list[float] = []
     leases: list[int] = []
+    decided: list[int] = []
+    worst: tuple[float, str] = (0.0, "")
     for n in range(ticks + 1):
         sched.advance(5)
         counting.leases = 0
+        profiler = cProfile.Profile(time.process_time) if profile and n > 0 else None
+        c = time.process_time()
         t = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
         report = sup.tick()
+        if profiler is not None:
+            profiler.disable()
         took = time.perf_counter() - t
+        took_cpu = time.process_time() - c
         if n == 0:
             print(
-                f"  cold start (first tick: read, fold, decide) {took:6.2f} s  "
-                f"active={report.active} leased={report.leased} appended={report.appended} "
-                f"lease writes={counting.leases}"
+                f"  cold start (first tick: read, fold, decide) {took:6.2f} s "
+                f"(CPU {took_cpu:.2f} s, load average {os.getloadavg()[0]:.1f})  "
+                f"active={report.active} leased={report.leased} decided={report.decided} "
+                f"appended={report.appended} lease writes={counting.leases}"
             )
-        else:
-            steady.append(took)
-            leases.append(counting.leases)
+            continue
+        steady.append(took)
+        cpu.append(took_cpu)
+        leases.append(counting.leases)
+        decided.append(report.decided)
+        if profiler is not None and took_cpu > worst[0]:
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
+            worst = (took_cpu, out.getvalue())
     peak = _memory("VmHWM") - before
     if steady:
+        w = steady.index(max(steady))
         print(
-            f"  steady tick over {ticks} ticks: p50 {statistics.median(steady):.3f} s, "
-            f"max {max(steady):.3f} s (tick {steady.index(max(steady)) + 1}, "
-            f"{leases[steady.index(max(steady))]} lease writes), min {min(steady):.3f} s; "
-            f"lease writes per tick p50 {statistics.median(leases):.0f}, max {max(leases)}"
+            f"  steady tick over {ticks} ticks: wall p50 {statistics.median(steady):.3f} s, "
+            f"max {max(steady):.3f} s (tick {w + 1}, {leases[w]} lease writes), "
+            f"min {min(steady):.3f} s; CPU p50 {statistics.median(cpu):.3f} s, "
+            f"max {max(cpu):.3f} s (tick {cpu.index(max(cpu)) + 1}); "
+            f"load average {os.getloadavg()[0]:.1f}"
         )
+        print(
+            f"  lease writes per tick p50 {statistics.median(leases):.0f}, max {max(leases)}; "
+            f"jobs decided afresh per tick p50 {statistics.median(decided):.0f}, "
+            f"max {max(decided)}"
+        )
+        if profile:
+            print(f"  profile of the tick that took the most CPU ({worst[0]:.3f} s):")
+            print(worst[1])
     print(
         f"  peak memory {peak / 1024:.0f} MiB over the resident set before the start: "
         f"{peak / jobs:.2f} KiB per active job"
@@ -195,9 +230,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--ticks", type=int, default=50)
     parser.add_argument("--store", nargs="+", choices=("sqlite", "postgres"), default=["sqlite"])
+    parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     for kind in args.store:
-        run(kind, args.jobs, args.ticks)
+        run(kind, args.jobs, args.ticks, args.profile)
 
 
 if __name__ == "__main__":
