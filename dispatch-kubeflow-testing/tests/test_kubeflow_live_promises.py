@@ -56,9 +56,6 @@ class LiveTier:
     def preempt(self, name: str, *, pod: int = 0) -> None:
         self.driver.preempt(name, pod=pod)
 
-    def evict(self, name: str, *, pod: int = 0) -> None:
-        self.driver.evict(name, pod=pod)
-
     def lose_node(self, name: str, *, pod: int = 0) -> str:
         return self.driver.lose_node(name, pod=pod)
 

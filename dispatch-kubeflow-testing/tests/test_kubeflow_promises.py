@@ -41,7 +41,6 @@ class Tier(Protocol):
     def pods(self, name: str) -> list[Obj]: ...
     def exit(self, name: str, code: int, *, pod: int = 0) -> None: ...
     def preempt(self, name: str, *, pod: int = 0) -> None: ...
-    def evict(self, name: str, *, pod: int = 0) -> None: ...
     def lose_node(self, name: str, *, pod: int = 0) -> str: ...
     def recover_node(self, node: str) -> None: ...
     def until(self, what: str, check: Callable[[], T | None], timeout: float = 120) -> T: ...
@@ -79,9 +78,6 @@ class EmulatorTier:
 
     def preempt(self, name: str, *, pod: int = 0) -> None:
         self.emulator.preempt(name, pod=pod)
-
-    def evict(self, name: str, *, pod: int = 0) -> None:
-        self.emulator.evict(name, pod=pod)
 
     def lose_node(self, name: str, *, pod: int = 0) -> str:
         return self.emulator.lose_node(name, pod=pod)
@@ -263,6 +259,17 @@ def live_pods(tier: Tier, name: str) -> list[Obj]:
     return [p for p in tier.pods(name) if running([p], index_of(p))]
 
 
+def evict(tier: Tier, name: str, index: int) -> Obj:
+    """``kubectl drain``'s call, the same request on both tiers: the Eviction API."""
+    pod = running(tier.pods(name), index)
+    assert pod is not None, f"no running pod {index} of {name} to evict"
+    pod_name = pod["metadata"]["name"]
+    client.CoreV1Api(tier.api).create_namespaced_pod_eviction(
+        pod_name, NS, client.V1Eviction(metadata=client.V1ObjectMeta(name=pod_name, namespace=NS))
+    )
+    return pod
+
+
 def the_job(tier: Tier, name: str) -> Obj:
     (job,) = tier.jobs(name)
     return job
@@ -359,12 +366,16 @@ def test_promise_exit_under_a_strict_runtime_is_the_pod_failure_policy(tier: Tie
 def test_promise_a_preempted_or_evicted_pod_is_replaced_and_the_trainjob_runs_on(
     tier: Tier, disruption: str
 ) -> None:
-    """Divergence 3: the scheduler's preemption or the Eviction API marks the pod
+    """Divergence 3: the scheduler's preemption (a higher-priority pod, through the
+    driver) or the Eviction API (the same request on both tiers) marks the pod
     DisruptionTarget and deletes it; the Job (backoffLimit 6) counts one failure and
     makes a new pod for that index; nothing fails."""
     name = start(tier)
     (victim,) = [p for p in tier.pods(name) if index_of(p) == 0]
-    getattr(tier, disruption)(name, pod=0)
+    if disruption == "preempt":
+        tier.preempt(name, pod=0)
+    else:
+        evict(tier, name, 0)
 
     def replaced() -> Obj | None:
         pod = running(tier.pods(name), 0)
@@ -388,9 +399,7 @@ def test_promise_a_disruption_under_a_strict_runtime_fails_the_job_by_its_policy
     """An evicted pod's kubelet stops it (Failed, the DisruptionTarget kept), so the
     FailJob rule on DisruptionTarget fails the Job: PodFailurePolicy, naming the pod."""
     name = start(tier, strict=True)
-    victim = running(tier.pods(name), 0)
-    assert victim is not None
-    tier.evict(name, pod=0)
+    victim = evict(tier, name, 0)
     job = tier.until("the Job failed", lambda: condition(the_job(tier, name), "Failed"))
     assert job["reason"] == "PodFailurePolicy"
     assert f"Pod {NS}/{victim['metadata']['name']} has condition DisruptionTarget" in job["message"]

@@ -253,6 +253,15 @@ class Emulator:
                         res, where.namespace, request.query.get("labelSelector")
                     )
                 return 200, self.store.get(res, ns, name)
+            if request.method == "POST" and where.eviction and name is not None:
+                self._evict_pod(self.store.raw(POD, ns, name))
+                return 201, {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "code": 201,
+                }
             if request.method == "POST" and name is None:
                 body = request.body or {}
                 if res is TRAINJOB:
@@ -476,6 +485,17 @@ class Emulator:
                 return step
         raise RuntimeError(f"the emulated cluster did not settle in {limit} steps")
 
+    def _disrupt(self, target: Obj, reason: str, message: str) -> None:
+        self.cluster.set_condition(target, "DisruptionTarget", "True", reason, message)
+        self.store.delete(
+            POD, target["metadata"]["namespace"], target["metadata"]["name"], None, None
+        )
+        self.reconcile()
+
+    def _evict_pod(self, target: Obj) -> None:
+        """``POST pods/NAME/eviction`` (no PodDisruptionBudget here: always allowed)."""
+        self._disrupt(target, "EvictionByEvictionAPI", "Eviction API: evicting")
+
     def preempt(
         self,
         name: str,
@@ -488,19 +508,13 @@ class Emulator:
         the pod is deleted (its kubelet confirms a step later) and the Job replaces it
         while its ``backoffLimit`` / ``podFailurePolicy`` allow; the TrainJob runs on."""
         with self.store.lock:
-            target = self._pod(name, pod)
-            self.cluster.set_condition(target, "DisruptionTarget", "True", reason, message)
-            self.store.delete(POD, self.namespace, target["metadata"]["name"], None, None)
-            self.reconcile()
+            self._disrupt(self._pod(name, pod), reason, message)
 
     def evict(self, name: str, *, pod: int = 0) -> None:
-        """``kubectl drain``'s Eviction API call on one pod: as ``preempt``, by the API."""
-        self.preempt(
-            name,
-            pod=pod,
-            reason="EvictionByEvictionAPI",
-            message="Eviction API: evicting",
-        )
+        """``kubectl drain``'s Eviction API call on one pod (also served over HTTP as
+        ``POST .../pods/NAME/eviction``): as ``preempt``, reason EvictionByEvictionAPI."""
+        with self.store.lock:
+            self._evict_pod(self._pod(name, pod))
 
     def expire_deadline(self, name: str) -> None:
         """The TrainJob's ``activeDeadlineSeconds`` passes (Trainer ≥ 2.2)."""

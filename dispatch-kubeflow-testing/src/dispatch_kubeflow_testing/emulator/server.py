@@ -37,6 +37,7 @@ class Route:
     name: str | None
     status: bool
     log: bool = False
+    eviction: bool = False
 
 
 def route(path: str) -> Route:
@@ -58,11 +59,12 @@ def route(path: str) -> Route:
     name = rest[1] if len(rest) > 1 else None
     status = len(rest) > 2 and rest[2] == "status"
     log = len(rest) > 2 and rest[2] == "log" and res.plural == "pods"
-    if len(rest) > 3 or (len(rest) == 3 and not (status or log)):
+    eviction = len(rest) > 2 and rest[2] == "eviction" and res.plural == "pods"
+    if len(rest) > 3 or (len(rest) == 3 and not (status or log or eviction)):
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
     if res.namespaced and name is not None and namespace is None:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
-    return Route(res, namespace if res.namespaced else None, name, status, log)
+    return Route(res, namespace if res.namespaced else None, name, status, log, eviction)
 
 
 @dataclass
@@ -155,12 +157,14 @@ def make_server(host: str, port: int, handle: Handler, log: RequestLog, token: s
                 where = route(url.path)
                 verb = {
                     "GET": "get" if where.name else "list",
-                    "POST": "create",
+                    "POST": "create" if not where.eviction else "evict",
                     "PATCH": "patch",
                     "PUT": "update",
                     "DELETE": "delete",
                 }.get(method, method.lower())
-                resource = where.res.plural + ("/log" if where.log else "")
+                resource = where.res.plural + (
+                    "/log" if where.log else "/eviction" if where.eviction else ""
+                )
                 request = Request(method, url.path, query, body, resource, verb)
                 log.add(request)
                 code, answer = handle(request, where)
