@@ -758,3 +758,91 @@ def test_restart_count_out_of_range_is_unknown_and_alive(restarts: object) -> No
     assert view.phase is Phase.RUNNING and view.scheduler_state == "Unreadable"
     assert view.cause.kind is CauseKind.UNKNOWN and repr(restarts) in view.cause.detail
     assert len(view.executions) == 1
+
+
+# -- what the real controllers do (the live tier, .notes/kube-facts.md) -----------------
+
+
+def test_deadline_after_the_warning_is_time_limit_although_the_pods_exited_0() -> None:
+    """S-45: the Trainer fails the TrainJob (DeadlineExceeded) at limit - warning and
+    deletes its pods; a program that caught the warning, checkpointed and exited 0 still
+    ended on the time limit, never succeeded."""
+    done = pod(phase="Succeeded", state=terminated("Completed", 0))
+    view = see(
+        trainjob(
+            c("Failed", reason="DeadlineExceeded", message="TrainJob exceeded its active deadline"),
+            c("Complete", reason="AllJobsCompleted", message="jobset completed successfully"),
+        ),
+        pods=(done,),
+    )
+    assert view.phase is Phase.ENDED and view.cause is not None
+    assert view.cause.kind is CauseKind.TIME_LIMIT
+    assert view.executions[-1].cause is not None
+    assert view.executions[-1].cause.kind is CauseKind.TIME_LIMIT
+
+
+def test_pod_being_preempted_is_running_and_its_ending_kept() -> None:
+    """The scheduler marks the victim DisruptionTarget and deletes it; while it terminates
+    (its grace period: the warning) the TrainJob still runs, without a cause (only
+    node-lost may ride on a running object, S-26), and the preemption is kept on the
+    TrainJob for when the Job has deleted the pod (S-40)."""
+    victim = pod(
+        1,
+        deleting=T1,
+        conds=(
+            c(
+                "DisruptionTarget",
+                reason="PreemptionByScheduler",
+                message="default/urgent: preempting to accommodate a higher priority pod",
+            ),
+        ),
+    )
+    view, keep = read(
+        Evidence(JOB_ID, 1, NAME, NS, trainjob=trainjob(), pods=[pod(0), victim], nodes={})
+    )
+    assert view.phase is Phase.RUNNING and view.cause is None
+    kept = Execution.model_validate(json.loads(keep[f"{tags.ATTEMPT_PREFIX}0"]))
+    assert kept.cause is not None and kept.cause.kind is CauseKind.PREEMPTED
+    assert "PreemptionByScheduler" in kept.cause.detail and kept.cause.nodes == ("gpu-node-0",)
+
+
+def test_ending_kept_on_the_trainjob_outlives_the_deleted_pods() -> None:
+    """S-40: the Job controller deletes the pods it stops (a preempted pod, a crash-looping
+    one once its backoff runs out); the ending dispatch kept on the TrainJob while they
+    showed it outranks the Job's coarse words once they are gone."""
+    victim = pod(
+        deleting=T1,
+        conds=(c("DisruptionTarget", reason="EvictionByEvictionAPI", message="Eviction API"),),
+    )
+    alive, keep = read(
+        Evidence(JOB_ID, 1, NAME, NS, trainjob=trainjob(), pods=[pod(1), victim], nodes={})
+    )
+    assert alive.phase is Phase.RUNNING
+    assert list(keep) == [f"{tags.ATTEMPT_PREFIX}0"]
+    msg = f"Pod {NS}/{NAME}-node-0-0-x0 has condition DisruptionTarget matching FailJob rule"
+    view = see(
+        trainjob(FAILED_JOBS, annotations=keep),
+        jobs=(job(c("Failed", reason="PodFailurePolicy", message=msg)),),
+    )
+    assert view.phase is Phase.ENDED and view.cause is not None
+    assert view.cause.kind is CauseKind.PREEMPTED
+    assert "EvictionByEvictionAPI" in view.cause.detail
+
+
+def test_backoff_limit_exceeded_after_a_kept_crash_loop_is_its_exit_code() -> None:
+    """Without dispatch's runtime copy (OnFailure, backoffLimit 6) the exit code is only
+    in lastState while the container crash-loops; the Job then says BackoffLimitExceeded
+    and deletes the pods. The kept ending keeps the exit code."""
+    crashing = pod(state={"waiting": {"reason": "CrashLoopBackOff"}}, last=terminated("Error", 3))
+    _, keep = read(Evidence(JOB_ID, 1, NAME, NS, trainjob=trainjob(), pods=[crashing], nodes={}))
+    view = see(
+        trainjob(FAILED_JOBS, annotations=keep),
+        jobs=(
+            job(
+                c("FailureTarget", reason="BackoffLimitExceeded"),
+                c("Failed", reason="BackoffLimitExceeded"),
+            ),
+        ),
+    )
+    assert view.cause is not None and view.cause.kind is CauseKind.NON_ZERO_EXIT
+    assert view.cause.exit_code == 3

@@ -55,9 +55,12 @@ def test_exit_code_is_non_zero_exit(
 
 @pytest.mark.parametrize("restart_policy", ["Never", "OnFailure"])
 def test_oom_kill_is_out_of_memory_not_the_sigterms_after_it(
-    backend: KubeflowBackend, emulator: Emulator, restart_policy: str
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator, restart_policy: str
 ) -> None:
-    """Root cause across pods: node 1's OOM, not the 143s the Job sent nodes 0 and 2."""
+    """Root cause across pods: node 1's OOM, not the 143s the Job sent nodes 0 and 2.
+    Never: dispatch's runtime copy; OnFailure: the runtime as shipped (no copy), where the
+    OOM is only in lastState while the container crash-loops."""
+    backend = make_backend(runtime_copy=restart_policy == "Never")
     name = submit(backend)
     emulator.oom(name, pod=1, restart_policy=restart_policy)
     obj = view(backend)

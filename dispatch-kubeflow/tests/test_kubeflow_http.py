@@ -85,9 +85,16 @@ def test_submit_creates_a_tagged_trainjob_with_strict_validation(
         "requests": {"cpu": "8", "memory": "64000Mi"},
         "limits": {"memory": "64000Mi", "nvidia.com/gpu": "8"},
     }
-    assert (
-        tj["spec"]["runtimeRef"]["name"] == "torch-distributed" and tj["spec"]["suspend"] is False
-    )
+    # its own runtime copy (Kubernetes' retries off), copied from the configured one
+    assert tj["spec"]["runtimeRef"] == {
+        "name": name_of(object_id),
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "TrainingRuntime",
+    }
+    assert tj["metadata"]["annotations"][tags.RUNTIME] == "ClusterTrainingRuntime/torch-distributed"
+    assert tj["spec"]["suspend"] is False
+    for pod in emulator.pods(name_of(object_id)):
+        assert pod["spec"]["restartPolicy"] == "Never"
     pods = emulator.pods(name_of(object_id))
     assert len(pods) == 2
     for pod in pods:

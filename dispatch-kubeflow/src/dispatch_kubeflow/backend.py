@@ -43,7 +43,7 @@ from dispatch_kubeflow.classify import read
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
 from dispatch_kubeflow.evidence import group
-from dispatch_kubeflow.manifest import OPTIONS, build_trainjob
+from dispatch_kubeflow.manifest import GROUP, OPTIONS, VERSION, build_trainjob, runtime_copy
 
 if TYPE_CHECKING:
     from dispatch_kubeflow.kube import Kube
@@ -140,6 +140,11 @@ class KubeflowBackend:
                 f"--time: Trainer {version[0]}.{version[1]} has no TrainJob deadline "
                 "(activeDeadlineSeconds needs 2.2); put the limit in the runtime"
             )
+        if spec.warn is not None and not self.config.runtime_copy:
+            problems.append(
+                "--warn: the grace period and hook that carry a warning live in dispatch's "
+                "runtime copy, which DISPATCH_KUBEFLOW_RUNTIME_COPY=0 turns off"
+            )
         if spec.exclude_nodes and version < (2, 1):
             problems.append(
                 f"excluded nodes: Trainer {version[0]}.{version[1]} has no pod template "
@@ -209,11 +214,58 @@ class KubeflowBackend:
             gated=gated,
             replicated_jobs=replicated,
         )
+        name = body["metadata"]["name"]
+        if self.config.runtime_copy:
+            copied = runtime_copy(
+                runtime,
+                name=name,
+                namespace=kube.namespace,
+                job_id=job_id,
+                submission=submission,
+                spec=spec,
+            )
+            try:
+                kube.create_runtime_copy(copied)
+            except ApiRefused as exc:
+                if exc.status != 409:  # 409: a retried submit made it already
+                    raise SubmitRefused(exc.message) from exc
         try:
-            kube.create_trainjob(body)
+            created = kube.create_trainjob(body)
         except ApiRefused as exc:
+            if self.config.runtime_copy and exc.status != 409:
+                self._drop_copy(kube.namespace, name)
             raise SubmitRefused(exc.message) from exc
-        return tags.object_id(kube.namespace, body["metadata"]["name"])
+        if self.config.runtime_copy:
+            self._own_copy(kube.namespace, name, created)
+        return tags.object_id(kube.namespace, name)
+
+    def _own_copy(self, namespace: str, name: str, trainjob: dict[str, Any]) -> None:
+        """The runtime copy is the TrainJob's dependent, so the garbage collector removes
+        it after the TrainJob (the Trainer's ``resource-in-use`` finalizer holds it until
+        then). It does not block the TrainJob's Foreground deletion. A refusal leaves it
+        behind, harmless (nothing else refers to it)."""
+        uid = (trainjob.get("metadata") or {}).get("uid")
+        if not uid:
+            return
+        owner = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "TrainJob",
+            "name": name,
+            "uid": uid,
+            "blockOwnerDeletion": False,
+        }
+        try:
+            self.kube.patch_runtime_copy(
+                namespace, name, {"metadata": {"ownerReferences": [owner]}}
+            )
+        except ApiRefused:
+            return
+
+    def _drop_copy(self, namespace: str, name: str) -> None:
+        try:
+            self.kube.delete_runtime_copy(namespace, name)
+        except ApiRefused:
+            return
 
     @hookimpl
     def dispatch_open_gate(self, object_id: str) -> None:

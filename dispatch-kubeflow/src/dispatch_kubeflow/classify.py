@@ -379,11 +379,14 @@ TABLE: tuple[Row, ...] = (
         "deleted by someone else (kubectl delete): Kubernetes records no cancel",
         tests=("test_deleted_without_a_recorded_stop_is_unknown",)),
     # -- terminal conditions ------------------------------------------------------------
+    Row(("failed",), E, "Failed", "trainjob-failed", K.TIME_LIMIT, "cause",
+        "the TrainJob's activeDeadlineSeconds (Trainer ≥ 2.2), whatever the pods' exit codes: "
+        "a program that caught the warning and exited 0 still ended on the time limit (S-45)",
+        reasons=("DeadlineExceeded",),
+        tests=("test_trainjob_deadline_is_time_limit",
+               "test_deadline_after_the_warning_is_time_limit_although_the_pods_exited_0")),
     Row(("complete",), E, "Complete", "complete", None, "cause", "every Job completed",
         tests=("test_complete_is_ended_none",)),
-    Row(("failed",), E, "Failed", "trainjob-failed", K.TIME_LIMIT, "cause",
-        "the TrainJob's activeDeadlineSeconds (Trainer ≥ 2.2)", reasons=("DeadlineExceeded",),
-        tests=("test_trainjob_deadline_is_time_limit",)),
     Row(("failed",), E, "Failed", "trainjob-failed", K.LAUNCH_FAILED, "cause",
         "the runtime cannot run it", reasons=("TrainingRuntimeNotSupported",),
         tests=("test_runtime_not_supported_is_launch_failed",)),
@@ -441,7 +444,10 @@ TABLE: tuple[Row, ...] = (
         "with its root cause (S-38)",
         tests=("test_failed_attempt_awaiting_restart_is_pending_with_ended_execution",)),
     Row(("pods-say-why",), R, "Running", None, None, "running",
-        "a pod failed and its Job has not acted yet"),
+        "a pod failed (or is being taken away) and its Job has not acted yet: running, no "
+        "cause (only node-lost rides on a running object, S-26); the ending is kept on the "
+        "TrainJob for when the Job has deleted the pod",
+        tests=("test_pod_being_preempted_is_running_and_its_ending_kept",)),
     Row(("cannot-start",), P, "Pending", "cannot-start", None, "running",
         "a container cannot start; a pending pod never fails its Job, so the launch window "
         "bounds the wait (S-39)",

@@ -28,6 +28,9 @@ class KubeflowConfig:
     - ``queue``: a Kueue LocalQueue; Kueue then owns ``spec.suspend`` (see gating).
     - ``trainer_version``: the Trainer API shape to send (2.2+ uses ``runtimePatches``).
     - ``native_restart``: the runtime's JobSet failurePolicy restarts; declare ``restart``.
+    - ``runtime_copy``: run each submission on its own copy of the runtime with
+      Kubernetes' retries off and the warning as grace period (``manifest``); off, the
+      runtime is used as it is.
     - ``connect_timeout``/``read_timeout``/``retries``: every call is bounded.
     - ``selector_limit``: most job ids discovery puts in one ``in (...)`` selector.
     """
@@ -42,6 +45,7 @@ class KubeflowConfig:
     queue: str | None = None
     trainer_version: tuple[int, int] = (2, 2)
     native_restart: bool = False
+    runtime_copy: bool = True
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
     retries: int = 2
@@ -117,6 +121,7 @@ class KubeflowConfig:
             queue=get("QUEUE"),
             trainer_version=(major, minor),
             native_restart=flag("NATIVE_RESTART"),
+            runtime_copy=(get("RUNTIME_COPY") is None) or flag("RUNTIME_COPY"),
             connect_timeout=number("CONNECT_TIMEOUT", 5.0, minimum=0.1),
             read_timeout=number("READ_TIMEOUT", 30.0, minimum=0.1),
             retries=int(number("RETRIES", 2)),

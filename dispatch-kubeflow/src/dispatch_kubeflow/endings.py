@@ -26,6 +26,7 @@ from dispatch_kubeflow.evidence import (
     mapping,
     name_of,
     node_of,
+    recorded_executions,
     said,
     status,
     task_rank,
@@ -273,8 +274,12 @@ def job_cause(job: Obj) -> Cause | None:
 def ending_of(ev: Evidence, attempt: int) -> tuple[Cause | None, tuple[Cause, ...]]:
     """The cause that ended one restart attempt: a Job's deadline first (it deleted the
     pods), then the root cause across the pods (the earliest failure, not the pods killed
-    in its wake: ``dispatch.root_cause``), then what a Job's condition says. None when
-    nothing ended. The second value is every pod's own ending."""
+    in its wake: ``dispatch.root_cause``), then the ending dispatch kept on the TrainJob
+    while the pods showed it (the Job controller deletes the pods it replaces or stops:
+    a preempted pod, a crash-looping one once its backoff runs out), then what a Job's
+    condition says (its podFailurePolicy message names the exit code or a disruption, not
+    the disruption's reason). None when nothing ended. The second value is every pod's
+    own ending."""
     jobs = ev.of_attempt("jobs", attempt)
     job_causes = [c for c in (job_cause(j) for j in jobs) if c is not None]
     for c in job_causes:
@@ -284,6 +289,9 @@ def ending_of(ev: Evidence, attempt: int) -> tuple[Cause | None, tuple[Cause, ..
     failures = tuple(c for c in causes if c.kind is not K.NONE)
     if failures:
         return root_cause(failures), causes
+    kept = recorded_executions(ev.trainjob).get(attempt)
+    if kept is not None and kept.cause is not None:
+        return kept.cause, kept.node_causes
     if job_causes:
         return job_causes[0], causes
     return None, causes

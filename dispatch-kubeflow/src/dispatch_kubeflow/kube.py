@@ -198,6 +198,39 @@ class Kube:
             )
         return found
 
+    def create_runtime_copy(self, body: dict[str, Any]) -> dict[str, Any]:
+        created: dict[str, Any] = self._call(
+            f"create TrainingRuntime {body['metadata']['name']}",
+            self.custom.create_namespaced_custom_object,
+            *TRAINER,
+            self.namespace,
+            "trainingruntimes",
+            body,
+            field_validation="Strict",
+        )
+        return created
+
+    def patch_runtime_copy(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._call(
+            f"patch TrainingRuntime {namespace}/{name}",
+            self.custom.patch_namespaced_custom_object,
+            *TRAINER,
+            namespace,
+            "trainingruntimes",
+            name,
+            patch,
+        )
+
+    def delete_runtime_copy(self, namespace: str, name: str) -> None:
+        self._call(
+            f"delete TrainingRuntime {namespace}/{name}",
+            self.custom.delete_namespaced_custom_object,
+            *TRAINER,
+            namespace,
+            "trainingruntimes",
+            name,
+        )
+
     # -- listings (one call each, whatever the number of jobs) -------------------------
 
     def list_trainjobs(self, selector: str) -> list[dict[str, Any]]:

@@ -7,10 +7,25 @@ JobSet, Jobs or Pods (dispatch-kubeflow/docs/research.md §1.1):
   the labels on the JobSet, on every replicated Job and on every pod template;
 - 2.1: ``spec.labels`` (JobSet and Jobs) plus ``podTemplateOverrides`` metadata (pods);
 - 2.0: ``spec.labels`` only; pods are found through ``jobset.sigs.k8s.io/jobset-name``.
+
+dispatch owns recovery, so Kubernetes must not retry behind its back. The shipped runtimes
+leave that to the defaults: JobSet's webhook makes every pod ``restartPolicy: OnFailure``
+and the Job's ``backoffLimit`` is 6, so a failing program is restarted in place six times
+and a preempted pod is replaced (the live tier, ``.notes/kube-facts.md``). No TrainJob
+field of any Trainer version can change that (2.2's ``runtimePatches`` and 2.0/2.1's
+``podTemplateOverrides`` carry labels, env, volumes, scheduling, never a restart policy,
+a backoff limit or a grace period), so each submission runs on its own copy of the runtime
+(:func:`runtime_copy`, a namespaced ``TrainingRuntime`` named like the TrainJob and owned
+by it): pods ``restartPolicy: Never``, Jobs ``backoffLimit: 0`` with a ``podFailurePolicy``
+that fails the Job on the first non-zero exit or disruption (its message keeps the exit
+code or the disruption once the pods are gone), and the job's warning (S-45) as the
+grace period and a ``preStop`` hook. ``DISPATCH_KUBEFLOW_RUNTIME_COPY=0`` uses the
+runtime as it is (its retries then happen, and a warning is refused).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from dispatch.errors import SubmitRefused
@@ -27,6 +42,15 @@ OPTIONS = {
     "image": "container image for the trainer nodes (default: the runtime's)",
     "queue": "Kueue LocalQueue name (default from DISPATCH_KUBEFLOW_QUEUE)",
 }
+
+
+def deadline_seconds(spec: JobSpec) -> int:
+    """``activeDeadlineSeconds``: the time limit less the warning, so the pods are deleted
+    (the warning sent) then and killed at the limit, once the grace period has run."""
+    limit = spec.resources.time_limit
+    assert limit is not None
+    before = spec.warn.before if spec.warn is not None else limit * 0
+    return max(1, int((limit - before).total_seconds()))
 
 
 def resources_per_node(spec: JobSpec) -> dict[str, Any]:
@@ -64,6 +88,81 @@ def exclusion(spec: JobSpec) -> dict[str, Any]:
                 }
             }
         }
+    }
+
+
+#: the container the Trainer fills with the trainer's command, env and resources
+TRAINER_CONTAINER = "node"
+#: fail the Job at once on a disruption or a non-zero exit (both need restartPolicy Never);
+#: the Job condition's message then names the pod and the exit code or the disruption
+POD_FAILURE_POLICY: dict[str, Any] = {
+    "rules": [
+        {
+            "action": "FailJob",
+            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+        },
+        {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0]}},
+    ]
+}
+
+
+def warning_hook(spec: JobSpec) -> dict[str, Any]:
+    """The ``preStop`` hook that carries a warning signal other than SIGTERM: the kubelet
+    runs it when the pod is deleted (preemption, eviction, the deadline, dispatch's stop)
+    and sends SIGTERM only once it returns, so it signals the container's main process and
+    sleeps out the warning. SIGTERM itself needs no hook: the kubelet sends it first."""
+    warn = spec.warn
+    if warn is None or warn.signal == "TERM":
+        return {}
+    script = f"kill -s {warn.signal} 1; sleep {warn.seconds}"
+    return {"lifecycle": {"preStop": {"exec": {"command": ["/bin/sh", "-c", script]}}}}
+
+
+def runtime_copy(
+    source: dict[str, Any],
+    *,
+    name: str,
+    namespace: str,
+    job_id: str,
+    submission: int,
+    spec: JobSpec,
+) -> dict[str, Any]:
+    """The submission's own ``TrainingRuntime``: ``source``'s spec with Kubernetes' own
+    retries turned off and the warning as grace period and hook (see the module). A JobSet
+    ``failurePolicy`` of the source is kept: restarting the whole JobSet is the runtime's
+    declared native restart (``DISPATCH_KUBEFLOW_NATIVE_RESTART``)."""
+    body = copy.deepcopy(source.get("spec") or {})
+    template = body.setdefault("template", {}).setdefault("spec", {})
+    hook = warning_hook(spec)
+    for rj in template.get("replicatedJobs") or []:
+        job_spec = rj.setdefault("template", {}).setdefault("spec", {})
+        job_spec["backoffLimit"] = 0
+        job_spec["podFailurePolicy"] = copy.deepcopy(POD_FAILURE_POLICY)
+        job_spec.pop("podReplacementPolicy", None)  # must be Failed (the default) with a policy
+        pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
+        pod_spec["restartPolicy"] = "Never"
+        if spec.warn is not None:
+            pod_spec["terminationGracePeriodSeconds"] = spec.warn.seconds
+        for container in pod_spec.get("containers") or []:
+            if container.get("name") == TRAINER_CONTAINER and hook:
+                container.update(copy.deepcopy(hook))
+    source_meta = source.get("metadata") or {}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TrainingRuntime",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                **{k: v for k, v in (source_meta.get("labels") or {}).items()},
+                **tags.labels(job_id, submission),
+            },
+            "annotations": {
+                tags.JOB_ID: job_id,
+                tags.RUNTIME: f"{source.get('kind', '')}/{source_meta.get('name', '')}",
+            },
+        },
+        "spec": body,
     }
 
 
@@ -113,11 +212,20 @@ def build_trainjob(
         trainer["resourcesPerNode"] = resources
     trainer["numProcPerNode"] = spec.resources.tasks_per_node
     pod_spec = exclusion(spec)
+    if spec.warn is not None and not config.runtime_copy:
+        raise SubmitRefused(
+            "dispatch-kubeflow: a warning (--warn) needs the runtime copy for its grace "
+            "period and hook (DISPATCH_KUBEFLOW_RUNTIME_COPY=0 is set)"
+        )
+    name = tags.object_name(job_id, submission, spec.name)
+    runtime = spec.options.get("runtime") or config.runtime
+    if config.runtime_copy:
+        annotations[tags.RUNTIME] = f"{config.runtime_kind}/{runtime}"
     body_spec: dict[str, Any] = {
         "runtimeRef": {
-            "name": spec.options.get("runtime") or config.runtime,
+            "name": name if config.runtime_copy else runtime,
             "apiGroup": GROUP,
-            "kind": config.runtime_kind,
+            "kind": "TrainingRuntime" if config.runtime_copy else config.runtime_kind,
         },
         "trainer": trainer,
         # Under Kueue the webhook suspends it anyway; a gated one is left out of Kueue
@@ -125,7 +233,7 @@ def build_trainjob(
         "suspend": gated,
     }
     if spec.resources.time_limit is not None:
-        body_spec["activeDeadlineSeconds"] = max(1, int(spec.resources.time_limit.total_seconds()))
+        body_spec["activeDeadlineSeconds"] = deadline_seconds(spec)
     if version >= (2, 2):
         body_spec["runtimePatches"] = [
             {
@@ -168,7 +276,7 @@ def build_trainjob(
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TrainJob",
         "metadata": {
-            "name": tags.object_name(job_id, submission, spec.name),
+            "name": name,
             "namespace": namespace,
             "labels": meta_labels,
             "annotations": annotations,

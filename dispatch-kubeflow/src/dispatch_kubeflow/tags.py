@@ -17,6 +17,8 @@ JOB_ID = f"{DOMAIN}/job-id"
 GATE = f"{DOMAIN}/gate"
 QUEUE = f"{DOMAIN}/queue"
 STOP = f"{DOMAIN}/stop"
+#: on a TrainJob and its runtime copy: the (Cluster)TrainingRuntime it was copied from
+RUNTIME = f"{DOMAIN}/runtime"
 #: ``dispatch.dev/attempt-N``: the ending of JobSet restart attempt N, kept on the TrainJob
 #: because the restart deletes the pods that showed it
 ATTEMPT_PREFIX = f"{DOMAIN}/attempt-"

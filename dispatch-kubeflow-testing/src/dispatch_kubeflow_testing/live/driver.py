@@ -104,6 +104,20 @@ class LiveDriver:
 
         return self.wait(f"{count} running pods of TrainJob {name}", check, timeout)
 
+    def running_pod(self, name: str, index: int, timeout: float = 90.0) -> Obj:
+        """Wait until node ``index``'s live pod runs, whatever the others do (a pod on a
+        lost node stays Terminating and, under a podFailurePolicy, is never replaced)."""
+
+        def check() -> Obj | None:
+            try:
+                pod = self.pod(name, index)
+            except LookupError:
+                return None
+            running = pod["status"].get("phase") == "Running" and is_true(pod, "Ready")
+            return pod if running else None
+
+        return self.wait(f"node {index}'s pod of TrainJob {name} running", check, timeout)
+
     def trainjob_condition(self, name: str, kind: str, timeout: float = 90.0) -> Obj:
         return self.wait(
             f"TrainJob {name} condition {kind}",
@@ -127,8 +141,7 @@ class LiveDriver:
 
     def exit(self, name: str, code: int, *, pod: int = 0, reason: str | None = None) -> str:
         """Node ``pod``'s training process exits with ``code``. Returns the pod's name."""
-        self.running(name, pod + 1)
-        target = self.pod(name, pod)
+        target = self.running_pod(name, pod)
         annotations = {EXIT: str(code)}
         if reason:
             annotations[REASON] = reason
@@ -149,8 +162,7 @@ class LiveDriver:
     def preempt(self, name: str, *, pod: int = 0) -> str:
         """A pod of a higher PriorityClass that needs every GPU of the node under node
         ``pod`` arrives; the real scheduler preempts. Returns the preemptor's name."""
-        self.running(name, pod + 1)
-        victim = self.pod(name, pod)
+        victim = self.running_pod(name, pod)
         node = victim["spec"]["nodeName"]
         preemptor = f"live-preemptor-{uuid.uuid4().hex[:6]}"
         self.api.create(
@@ -185,8 +197,7 @@ class LiveDriver:
 
     def evict(self, name: str, *, pod: int = 0) -> str:
         """``kubectl drain``'s call: the Eviction API on node ``pod``'s pod."""
-        self.running(name, pod + 1)
-        target = self.pod(name, pod)
+        target = self.running_pod(name, pod)
         pod_name = target["metadata"]["name"]
         self.api.request(
             "POST",
@@ -204,8 +215,7 @@ class LiveDriver:
     def lose_node(self, name: str, *, pod: int = 0) -> str:
         """The kubelet of the node under node ``pod`` stops heartbeating: KWOK stops
         managing it (no more lease renewals, nobody to finish its pods). Returns the node."""
-        self.running(name, pod + 1)
-        target = self.pod(name, pod)
+        target = self.running_pod(name, pod)
         node = str(target["spec"]["nodeName"])
         self.api.merge_patch("Node", node, {"metadata": {"labels": {MANAGED[0]: None}}})
         self._lost.add(node)
