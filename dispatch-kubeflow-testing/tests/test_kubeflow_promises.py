@@ -443,16 +443,21 @@ def test_promise_lost_node_and_a_failing_rank_hold_the_job_at_failure_target(
 def test_promise_a_foreground_delete_lingers_until_the_collector_is_done(tier: Tier) -> None:
     """Divergence 5: a Foreground delete answers with the TrainJob still there
     (deletionTimestamp, the foregroundDeletion finalizer); the garbage collector then
-    removes the pods, Jobs and JobSet, and the TrainJob last."""
+    removes it and its JobSet, Jobs and pods, over a while."""
     name = start(tier)
     answer = client.CustomObjectsApi(tier.api).delete_namespaced_custom_object(
         G, V, NS, "trainjobs", name, body=client.V1DeleteOptions(propagation_policy="Foreground")
     )
-    assert "deletionTimestamp" in answer["metadata"]
-    assert "foregroundDeletion" in answer["metadata"]["finalizers"]
+    assert "deletionTimestamp" in answer["metadata"], answer["metadata"]
+    assert "foregroundDeletion" in answer["metadata"].get("finalizers", []), answer["metadata"]
     tier.until("the TrainJob gone", lambda: gone(lambda: tier.trainjob(name)))
-    assert gone(lambda: tier.jobset(name)) and tier.jobs(name) == []
-    tier.until("its pods gone", lambda: tier.pods(name) == [] or None)
+    # not "the TrainJob last": the real Trainer reconciles a TrainJob being deleted and
+    # may create its JobSet again after the collector removed it (seen: JobSet, Job and
+    # pods re-created, then collected as orphans after the TrainJob went; README #7)
+    tier.until(
+        "its JobSet, Jobs and pods gone",
+        lambda: gone(lambda: tier.jobset(name)) and tier.jobs(name) == [] == tier.pods(name),
+    )
 
 
 def test_promise_a_lost_node_under_a_strict_runtime_holds_the_job_without_a_condition(
