@@ -10,10 +10,12 @@ from datetime import timedelta
 
 import pytest
 from dispatch import CauseKind, JobSpec, Phase, Provenance, Resources, SubmitRefused
+from dispatch.core.warning import EndWarning
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow_testing.live.driver import LiveDriver, condition
 from dispatch_kubeflow_testing.live.fixtures import *  # noqa: F403 - the live fixtures
+from dispatch_kubeflow_testing.live.kubeapi import Obj
 from dispatch_kubeflow_testing.live.observe import ended, submit, until
 
 LONG = JobSpec(name="train", command=("torchrun", "train.py"), resources=Resources(nodes=2))
@@ -185,3 +187,49 @@ def test_live_suspended_by_someone_else_is_held(
     )
     assert obj.cause is not None
     live.wait("the pods gone", lambda: live.pods(name) == [])
+
+
+WARN = EndWarning(signal="USR1", before=timedelta(seconds=20))
+
+
+def test_live_warning_is_the_grace_period_an_eviction_honours(
+    live_backend: KubeflowBackend, live: LiveDriver, job_id: str
+) -> None:
+    """S-45: USR1@20s: the pods carry terminationGracePeriodSeconds 20 and a preStop hook
+    that signals the program (the runtime copy); the Eviction API deletes the pod with
+    that grace (deletionGracePeriodSeconds 20, what the kubelet waits before SIGKILL).
+    KWOK runs no program, so the signal itself is not observed here (pure tests)."""
+    name = submit(live_backend, job_id, long().model_copy(update={"warn": WARN}))
+    pod = live.running_pod(name, 1)
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 20
+    (container,) = pod["spec"]["containers"]
+    assert container["lifecycle"]["preStop"]["exec"]["command"] == [
+        "/bin/sh",
+        "-c",
+        "kill -s USR1 1; sleep 20",
+    ]
+    assert pod["spec"]["restartPolicy"] == "Never"
+    victim = live.evict(name, pod=1)
+
+    def deleting() -> Obj | None:
+        found = [p for p in live.pods(name) if p["metadata"]["name"] == victim]
+        return found[0] if found and "deletionTimestamp" in found[0]["metadata"] else None
+
+    taken = live.wait("the evicted pod terminating", deleting)
+    assert taken["metadata"]["deletionGracePeriodSeconds"] == 20
+    obj = until(live_backend, job_id, "ended", ended, live=live)
+    assert obj.cause is not None and obj.cause.kind is CauseKind.PREEMPTED, obj
+
+
+def test_live_deadline_lands_the_warning_before_the_time_limit(
+    live_backend: KubeflowBackend, live: LiveDriver, job_id: str
+) -> None:
+    """S-45: a 30 s limit with USR1@20s: activeDeadlineSeconds is 10, so the Trainer deletes
+    the pods (their 20 s grace: the warning) and the kill lands at the limit; the ending is
+    the time limit whatever the pods' exit codes."""
+    spec = long(time_limit=timedelta(seconds=30)).model_copy(update={"warn": WARN})
+    name = submit(live_backend, job_id, spec)
+    assert live.trainjob(name)["spec"]["activeDeadlineSeconds"] == 10
+    assert live.running_pod(name, 0)["spec"]["terminationGracePeriodSeconds"] == 20
+    obj = until(live_backend, job_id, "ended", ended, live=live, timeout=120)
+    assert obj.cause is not None and obj.cause.kind is CauseKind.TIME_LIMIT, obj
