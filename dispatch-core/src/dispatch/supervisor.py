@@ -321,11 +321,13 @@ class Supervisor:
         held = self._leases
         short: list[str] = []
         aging: list[tuple[datetime, str]] = []
+        short_before = now + self.effect_window  # expires_at - now < window, per job
+        aging_before = now + self.lease_ttl * 0.75
         for job_id in active:
             lease = held.get(job_id)
-            if lease is None or lease.expires_at - now < self.effect_window:
+            if lease is None or lease.expires_at < short_before:
                 short.append(job_id)
-            elif lease.expires_at - now < self.lease_ttl * 0.75:
+            elif lease.expires_at < aging_before:
                 aging.append((lease.expires_at, job_id))
         aging.sort()
         short += [job_id for _, job_id in aging[: max(1, len(active) // 8)]]

@@ -107,10 +107,12 @@ def decision(job: Job, objects: tuple[ObjectView, ...], plan: Plan, now: datetim
 
 
 def _decide(job: Job, objects: tuple[ObjectView, ...], plan: Plan, draft: _Draft) -> None:
-    by_sub: dict[int, list[ObjectView]] = {}
-    for view in objects:
-        by_sub.setdefault(view.submission, []).append(view)
-    kept = _stop_duplicates(job, by_sub, draft)
+    kept = {view.submission: view for view in objects}
+    if len(kept) < len(objects):  # two objects for one submission: keep one, stop the rest
+        by_sub: dict[int, list[ObjectView]] = {}
+        for view in objects:
+            by_sub.setdefault(view.submission, []).append(view)
+        kept = _stop_duplicates(job, by_sub, draft)
     _stop_again(job, objects, draft)
 
     if job.cancel is not None:
@@ -187,7 +189,10 @@ def _stop_again(job: Job, objects: tuple[ObjectView, ...], draft: _Draft) -> Non
     """An object asked to stop that still lives is asked again (stop is idempotent): the
     first request may have been lost to a crash or an unreachable scheduler."""
 
-    if not any(s.stopped for s in job.submissions):
+    for submission in job.submissions:
+        if submission.stopped:
+            break
+    else:
         return
     stopped = {oid: (s.number, c) for s in job.submissions for oid, c in s.stopped.items()}
     for obj in objects:
