@@ -6,10 +6,14 @@ the real controllers write (dispatch-kubeflow/docs/research.md §1-§3), so the 
 classifier meets the
 same evidence chain it meets on a cluster: TrainJob → JobSet → Jobs → Pods → Nodes.
 
-Simplifications, on purpose: a Job fails on its first failed pod (backoffLimit 0, what
-multi-node training wants); pods start as soon as they are scheduled; a JobSet restart
-happens one reconcile after the failure that caused it, so a discovery in between sees
-the failed pods, as it would during a real restart's termination grace period.
+Time is in steps: each mutating request (or driver call, or ``Emulator.advance``) is one
+step. What a real cluster does after a delay happens a step later: a crash-looping
+container restarts, a failed pod is replaced, a deleted pod's kubelet stops it and
+confirms, the garbage collector goes one ownership level further, a JobSet restarts.
+So a discovery between two steps sees what a client polling a real cluster sees in
+between (checked against the real controllers: tests/test_kubeflow_promises.py).
+Simplifications, on purpose: pods start as soon as they are scheduled; the Job's
+pod-failure back-off is one step; GPUs already taken are not counted by the scheduler.
 """
 
 from __future__ import annotations

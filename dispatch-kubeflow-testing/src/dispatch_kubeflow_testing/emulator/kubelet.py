@@ -1,7 +1,9 @@
 """The scheduler and the kubelet: bind pods to Ready nodes their affinity allows
 (Unschedulable when nothing fits), start containers (or fail to pull them), and run a few
 harmless commands for real, with the environment the pod spec gives them (downward API
-included), keeping what they print as the container's log."""
+included), keeping what they print as the container's log. The kubelet honours the
+pod's restartPolicy (a crash-looping container restarts a step after it failed) and
+stops a deleted pod (Failed, 143) before confirming its deletion."""
 
 from __future__ import annotations
 
