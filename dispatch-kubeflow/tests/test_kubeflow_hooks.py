@@ -73,6 +73,8 @@ def test_render_is_the_manifest_submit_sends_as_yaml(
         replicated_jobs=["node"],
     )
     assert rendered == expected
+    assert "# submit also creates TrainingRuntime default/" in text
+    assert "a copy of\n# ClusterTrainingRuntime/torch-distributed with backoffLimit 0" in text
     backend.dispatch_submit(job_id="job-h", submission=3, spec=SPEC, gated=True)
     created = emulator.trainjob(rendered["metadata"]["name"])
     assert created["spec"]["trainer"] == rendered["spec"]["trainer"]

@@ -43,7 +43,14 @@ from dispatch_kubeflow.classify import read
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
 from dispatch_kubeflow.evidence import group
-from dispatch_kubeflow.manifest import GROUP, OPTIONS, VERSION, build_trainjob, runtime_copy
+from dispatch_kubeflow.manifest import (
+    GROUP,
+    OPTIONS,
+    VERSION,
+    build_trainjob,
+    copy_note,
+    runtime_copy,
+)
 
 if TYPE_CHECKING:
     from dispatch_kubeflow.kube import Kube
@@ -183,6 +190,8 @@ class KubeflowBackend:
         except SubmitRefused as exc:
             raise BadInput(exc.detail) from exc
         text: str = yaml.safe_dump(body, sort_keys=False, default_flow_style=False, width=100)
+        if self.config.runtime_copy:
+            text += copy_note(body, spec)
         return text
 
     # -- submit, gate, stop ----------------------------------------------------------
