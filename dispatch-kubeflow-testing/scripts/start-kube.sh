@@ -256,6 +256,11 @@ if [[ -z "$PYTHON" ]]; then
     [[ -x "$candidate" ]] && { PYTHON="$candidate"; break; }
   done
 fi
+# KWOK's flags. The nodes' address is 127.0.0.1: whatever the API server sends to a
+# "kubelet" (logs, exec, proxy) stays on loopback, where nothing answers for it.
+KWOK_ARGS=(--kubeconfig "$KUBECONFIG_FILE" --config "$RUN/kwok.yaml"
+  --manage-nodes-with-label-selector dispatch.dev/kwok=managed
+  --node-lease-duration-seconds 8 --cidr 10.244.0.0/16 --node-ip 127.0.0.1 --v WARN)
 # Processes started in the order they must come up (and stopped in reverse).
 PROCESSES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok jobset-controller trainer-controller-manager)
 
@@ -322,7 +327,15 @@ dir ($RUN) did not start; another instance? (set DISPATCH_KUBE_PORT_OFFSET and D
   echo "start-kube: starting $name"
   # the daemons must not keep the build/start locks (fds 8, 9) or the saved stderr (3)
   (cd "$RUN" && exec setsid "$BIN/$name" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 3>&- 8>&- 9>&-) &
-  echo $! >"$PIDS/$name.pid"
+  local pid=$!
+  echo "$pid" >"$PIDS/$name.pid"
+  # until the subshell has exec'd the program, /proc/$pid/exe is still bash (a loaded
+  # machine shows it): wait for the exec, so that `running` means the program
+  for _ in $(seq 100); do
+    [[ -d "/proc/$pid" ]] || break
+    [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == */"$name" ]] && break
+    sleep 0.05
+  done
 }
 
 wait_for() {  # what seconds command...: poll until the command succeeds
@@ -470,12 +483,14 @@ start() {
   # KWOK reads its stages once: a running KWOK whose stages changed in the checkout is
   # restarted (it keeps no state; pods and nodes are the API server's)
   local kwok_changed=""
-  if running kwok && ! cmp -s "$HERE/kube/kwok-stages.yaml" "$RUN/kwok.yaml"; then
+  if running kwok && { ! cmp -s "$HERE/kube/kwok-stages.yaml" "$RUN/kwok.yaml" \
+      || [[ "$(cat "$RUN/kwok.args" 2>/dev/null)" != "${KWOK_ARGS[*]}" ]]; }; then
     kwok_changed=1
   fi
   write_configs
+  echo "${KWOK_ARGS[*]}" >"$RUN/kwok.args"
   if [[ -n "$kwok_changed" ]]; then
-    echo "start-kube: kwok-stages.yaml changed since kwok started: restarting kwok"
+    echo "start-kube: kwok-stages.yaml or kwok's flags changed since kwok started: restarting kwok"
     stop_one kwok
   fi
   local jobset_dir trainer_dir
@@ -521,9 +536,7 @@ start() {
   launch kube-scheduler --kubeconfig "$KUBECONFIG_FILE" \
     --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
     --bind-address 127.0.0.1 --secure-port "$SCHED_PORT" --leader-elect=false --v 1
-  launch kwok --kubeconfig "$KUBECONFIG_FILE" --config "$RUN/kwok.yaml" \
-    --manage-nodes-with-label-selector dispatch.dev/kwok=managed \
-    --node-lease-duration-seconds 8 --cidr 10.244.0.0/16 --node-ip 10.0.0.2 --v WARN
+  launch kwok "${KWOK_ARGS[@]}"
   launch jobset-controller --kubeconfig "$KUBECONFIG_FILE" --config "$RUN/jobset-config.yaml" \
     --zap-log-level info
   local trainer_name=()

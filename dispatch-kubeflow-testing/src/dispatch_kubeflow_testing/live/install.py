@@ -30,6 +30,8 @@ else:
 NODE_PREFIX = "kwok-node-"
 MANAGED = ("dispatch.dev/kwok", "managed")
 GPUS_PER_NODE = 8
+#: the nodes' address (KWOK's --node-ip in start-kube.sh)
+NODE_ADDRESS = "127.0.0.1"
 PRIORITY_CLASSES = {"dispatch-low": 100, "dispatch-high": 1_000_000}
 
 
@@ -96,6 +98,23 @@ def install_base(api: KubeApi, crd_dirs: list[Path], nodes: int) -> None:
             api.merge_patch(
                 "Node", f"{NODE_PREFIX}{index}", {"metadata": {"labels": {MANAGED[0]: MANAGED[1]}}}
             )
+    for index in range(nodes):
+        # where the API server would reach this node's kubelet (logs, exec): loopback,
+        # where nothing answers, also for nodes KWOK addressed otherwise before
+        name = f"{NODE_PREFIX}{index}"
+        api.request(
+            "PATCH",
+            f"/api/v1/nodes/{name}/status",
+            {
+                "status": {
+                    "addresses": [
+                        {"type": "InternalIP", "address": NODE_ADDRESS},
+                        {"type": "Hostname", "address": name},
+                    ]
+                }
+            },
+            content_type="application/merge-patch+json",
+        )
     for name, value in PRIORITY_CLASSES.items():
         api.apply(
             {
