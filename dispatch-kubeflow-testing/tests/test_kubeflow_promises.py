@@ -24,6 +24,7 @@ from kubernetes import client, config
 G, V = "trainer.kubeflow.org", "v1alpha1"
 NS = "default"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 MANAGED = {"dispatch.dev/managed": "true"}
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -147,7 +148,7 @@ def trainjob_body(name: str, *, nodes: int = 2, runtime: str | None = None) -> O
     }
 
 
-def strict_runtime_body(name: str) -> Obj:
+def strict_runtime_body(name: str, *, max_restarts: int | None = None) -> Obj:
     """A TrainingRuntime shaped like the shipped torch one, but whose Jobs neither retry
     nor restart (what dispatch wants: ``restartPolicy: Never``, ``backoffLimit: 0``) and
     fail on a disruption or a non-zero exit (``podFailurePolicy`` FailJob rules)."""
@@ -175,6 +176,21 @@ def strict_runtime_body(name: str) -> Obj:
             },
         },
     }
+    jobset_spec: Obj = {
+        "replicatedJobs": [
+            {
+                "name": "node",
+                "template": {
+                    "metadata": {
+                        "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+                    },
+                    "spec": job_spec,
+                },
+            }
+        ]
+    }
+    if max_restarts is not None:
+        jobset_spec["failurePolicy"] = {"maxRestarts": max_restarts}
     return {
         "apiVersion": f"{G}/{V}",
         "kind": "TrainingRuntime",
@@ -184,23 +200,7 @@ def strict_runtime_body(name: str) -> Obj:
         },
         "spec": {
             "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "metadata": {
-                                    "labels": {
-                                        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"
-                                    }
-                                },
-                                "spec": job_spec,
-                            },
-                        }
-                    ]
-                }
-            },
+            "template": {"spec": jobset_spec},
         },
     }
 
@@ -213,13 +213,16 @@ def create(tier: Tier, body: Obj) -> Obj:
     return created
 
 
-def start(tier: Tier, *, nodes: int = 2, strict: bool = False) -> str:
-    """A TrainJob with every node running; ``strict`` puts it on its own strict runtime."""
+def start(
+    tier: Tier, *, nodes: int = 2, strict: bool = False, max_restarts: int | None = None
+) -> str:
+    """A TrainJob with every node running; ``strict`` puts it on its own strict runtime
+    (whose JobSet restarts up to ``max_restarts`` times, if given)."""
     name = fresh("promise")
     runtime = None
     if strict:
         runtime = name
-        create(tier, strict_runtime_body(runtime))
+        create(tier, strict_runtime_body(runtime, max_restarts=max_restarts))
     create(tier, trainjob_body(name, nodes=nodes, runtime=runtime))
     tier.until(f"{nodes} running pods of {name}", lambda: len(live_pods(tier, name)) == nodes)
     return name
@@ -490,3 +493,29 @@ def test_promise_a_lost_node_under_a_strict_runtime_holds_the_job_without_a_cond
     assert (
         f"Pod {NS}/{held['metadata']['name']} has condition DisruptionTarget" in failed["message"]
     )
+
+
+def test_promise_a_jobset_failure_policy_restarts_then_fails_at_max_restarts(tier: Tier) -> None:
+    """JobSet's failurePolicy (maxRestarts 1): a failed Job makes the JobSet start again
+    (status.restarts 1, Jobs and pods of restart-attempt 1, the old ones gone) and the
+    TrainJob runs on; the next failure fails it ReachedMaxRestarts, copied by the
+    Trainer onto the TrainJob."""
+    name = start(tier, strict=True, max_restarts=1)
+    tier.exit(name, 1, pod=1)
+
+    def restarted() -> list[Obj] | None:
+        if (tier.jobset(name).get("status") or {}).get("restarts") != 1:
+            return None
+        pods = tier.pods(name)
+        attempts = {p["metadata"]["labels"].get(RESTART_ATTEMPT) for p in pods}
+        return pods if attempts == {"1"} and len(live_pods(tier, name)) == 2 else None
+
+    tier.until("the JobSet restarted once, two pods of attempt 1 running", restarted)
+    assert [j["metadata"]["labels"][RESTART_ATTEMPT] for j in tier.jobs(name)] == ["1"]
+    assert condition(tier.jobset(name), "Failed") is None
+    assert condition(tier.trainjob(name), "Failed") is None
+    tier.exit(name, 2, pod=0)
+    failed = tier.until("the JobSet failed", lambda: condition(tier.jobset(name), "Failed"))
+    assert failed["reason"] == "ReachedMaxRestarts"
+    ended = tier.until("the TrainJob failed", lambda: condition(tier.trainjob(name), "Failed"))
+    assert (ended["reason"], ended["message"]) == (failed["reason"], failed["message"])
