@@ -269,3 +269,21 @@ def test_a_bad_stall_rule_in_a_file_is_refused_naming_the_place_S36(
     with pytest.raises((BadInput, PolicyError)) as caught:
         parse_policy({"resubmit_on_stall": value})
     assert says in str(caught.value)
+
+
+def test_a_crash_after_the_stall_intent_is_finished_by_the_next_tick_S34() -> None:
+    w = _world(1)
+    first = _running(w)
+    w.advance(61)
+    effects = on_stall(w.job, w.discovery(), w.plan, w.now, None)
+    (append,) = [e for e in effects if isinstance(e, Append)]
+    w.events.extend(append.events)  # the intent is recorded; the supervisor dies here
+    w.advance(5)
+    again = w.tick()
+    assert [type(e) for e in again] == [Stop, Submit]
+    stop, submit = again
+    assert isinstance(stop, Stop) and stop.object_id == first
+    assert stop.cause == w.job.submissions[0].stopped[first]
+    assert isinstance(submit, Submit) and (submit.submission, submit.gated) == (2, True)
+    assert w.job.spent == {1: 1}  # the budget was spent once, by the intent
+    assert on_stall(w.job, w.discovery(), w.plan, w.now, None) == []
