@@ -242,9 +242,21 @@ class Supervisor:
                 continue
             backends[name] = backend
             by_job = _by_job(discovery.objects)
+            last_quiet = self._quiet
             for job in jobs:
+                objects = by_job.get(job.job_id, ())
+                last = last_quiet.get(job.job_id)
                 try:
-                    effects = self._decide(job, by_job.get(job.job_id, ()), now, quiet, report)
+                    if (  # quiet last tick, and nothing it was decided on changed (_decide)
+                        last is not None
+                        and last.job is job
+                        and (last.until is None or now <= last.until)
+                        and last.objects == objects  # identical views first, then equal ones
+                    ):
+                        quiet[job.job_id] = last
+                        effects = []
+                    else:
+                        effects = self._decide(job, objects, now, quiet, report)
                     effects = effects or progress_effects(job, discovery, now)  # S-47
                 except Exception as exc:  # a fault deciding one job must not stop the rest
                     log.exception("job %s: deciding failed", job.job_id)
@@ -293,18 +305,10 @@ class Supervisor:
         quiet: dict[str, _Quiet],
         report: TickReport,
     ) -> list[Effect]:
-        """``decide``, skipped for a job that was quiet last tick when its record and its
-        objects are the same and no window it waited on has ended since (issue 14;
+        """``decide``, noting a quiet job in ``quiet``: the tick skips deciding it again
+        while its record (the same Job object) and its objects (equal views) are the same
+        and no window it waited on has ended (issue 14;
         :class:`dispatch.core.decisions.Decision` says why that gives the same answer)."""
-        last = self._quiet.get(job.job_id)
-        if (
-            last is not None
-            and last.job is job
-            and (last.until is None or now <= last.until)
-            and last.objects == objects  # identical views first, then equal ones
-        ):
-            quiet[job.job_id] = last
-            return []
         decided = decision(job, objects, job.plan, now)
         report.decided += 1
         if decided.quiet and self._reuse:

@@ -532,8 +532,11 @@ class SimScheduler:
         adapter can map it once."""
         self._call()
         listing: dict[str, tuple[Row, ...]] = {}
+        listed = self._listed
         for job_id in job_ids:
-            rows = self._rows_of(job_id)
+            rows = listed.get(job_id)
+            if rows is None:
+                rows = self._rows_of(job_id)
             if rows:
                 listing[job_id] = rows
         return listing
