@@ -62,6 +62,12 @@ class LiveTier:
     def recover_node(self, node: str) -> None:
         self.driver.recover_node(node)
 
+    def suspend_behind_back(self, name: str) -> None:
+        self.driver.suspend_behind_back(name)
+
+    def expire_deadline(self, name: str) -> None:
+        """Nothing to do: the real Trainer's clock runs (the promise sets a short one)."""
+
     def until(self, what: str, check: Callable[[], T | None], timeout: float = 120) -> T:
         return self.driver.wait(what, check, timeout)
 

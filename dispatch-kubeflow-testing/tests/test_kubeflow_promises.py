@@ -44,6 +44,8 @@ class Tier(Protocol):
     def preempt(self, name: str, *, pod: int = 0) -> None: ...
     def lose_node(self, name: str, *, pod: int = 0) -> str: ...
     def recover_node(self, node: str) -> None: ...
+    def suspend_behind_back(self, name: str) -> None: ...
+    def expire_deadline(self, name: str) -> None: ...
     def until(self, what: str, check: Callable[[], T | None], timeout: float = 120) -> T: ...
     def a_while(self) -> None: ...
 
@@ -86,6 +88,13 @@ class EmulatorTier:
     def recover_node(self, node: str) -> None:
         self.emulator.recover_node(node)
 
+    def suspend_behind_back(self, name: str) -> None:
+        self.emulator.suspend_behind_back(name)
+
+    def expire_deadline(self, name: str) -> None:
+        """The TrainJob's activeDeadlineSeconds passes (the emulator's clock is steps)."""
+        self.emulator.expire_deadline(name)
+
     def until(self, what: str, check: Callable[[], T | None], timeout: float = 120) -> T:
         for _ in range(self.STEPS):
             result = check()
@@ -125,14 +134,21 @@ def fresh(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def trainjob_body(name: str, *, nodes: int = 2, runtime: str | None = None) -> Obj:
+def trainjob_body(
+    name: str,
+    *,
+    nodes: int = 2,
+    runtime: str | None = None,
+    command: tuple[str, ...] = ("torchrun", "train.py"),
+    deadline: int | None = None,
+) -> Obj:
     """A TrainJob whose program runs until the driver ends it, one node's GPUs per pod
     (so a higher-priority pod can only be placed by preempting it)."""
     gpus = {"nvidia.com/gpu": "8"}
     ref: Obj = {"name": "torch-distributed"}
     if runtime is not None:
         ref = {"name": runtime, "kind": "TrainingRuntime", "apiGroup": G}
-    return {
+    body: Obj = {
         "apiVersion": f"{G}/{V}",
         "kind": "TrainJob",
         "metadata": {"name": name, "labels": dict(MANAGED)},
@@ -141,11 +157,14 @@ def trainjob_body(name: str, *, nodes: int = 2, runtime: str | None = None) -> O
             "trainer": {
                 "numNodes": nodes,
                 "image": "registry.example/acme/train:1.4",
-                "command": ["torchrun", "train.py"],
+                "command": list(command),
                 "resourcesPerNode": {"limits": gpus, "requests": gpus},
             },
         },
     }
+    if deadline is not None:
+        body["spec"]["activeDeadlineSeconds"] = deadline
+    return body
 
 
 def strict_runtime_body(name: str, *, max_restarts: int | None = None) -> Obj:
@@ -519,3 +538,60 @@ def test_promise_a_jobset_failure_policy_restarts_then_fails_at_max_restarts(tie
     assert failed["reason"] == "ReachedMaxRestarts"
     ended = tier.until("the TrainJob failed", lambda: condition(tier.trainjob(name), "Failed"))
     assert (ended["reason"], ended["message"]) == (failed["reason"], failed["message"])
+
+
+def test_promise_success_completes_the_job_the_jobset_and_the_trainjob(tier: Tier) -> None:
+    """Every node's program exits 0: pods Succeeded, the Job Complete (CompletionsReached),
+    the JobSet Completed (AllJobsCompleted), the TrainJob Complete with the JobSet's words."""
+    name = fresh("promise")
+    create(tier, trainjob_body(name, command=("true",)))
+    done = tier.until("the TrainJob complete", lambda: condition(tier.trainjob(name), "Complete"))
+    job = the_job(tier, name)
+    assert (condition(job, "Complete") or {}).get("reason") == "CompletionsReached"
+    completed = condition(tier.jobset(name), "Completed") or {}
+    assert completed.get("reason") == "AllJobsCompleted"
+    assert (done["reason"], done["message"]) == (completed["reason"], completed["message"])
+    assert {p["status"]["phase"] for p in tier.pods(name)} == {"Succeeded"}
+
+
+def test_promise_suspend_and_resume(tier: Tier) -> None:
+    """``spec.suspend`` on a running TrainJob suspends the JobSet and the Job (their pods
+    deleted); clearing it starts new pods. Conditions in the controllers' words."""
+    name = start(tier)
+    before = {p["metadata"]["uid"] for p in tier.pods(name)}
+    tier.suspend_behind_back(name)
+    tier.until("no pods left", lambda: tier.pods(name) == [] or None)
+    suspended = tier.until(
+        "the TrainJob suspended", lambda: condition(tier.trainjob(name), "Suspended")
+    )
+    assert (suspended["reason"], suspended["message"]) == ("Suspended", "TrainJob is suspended")
+    assert (condition(tier.jobset(name), "Suspended") or {}).get("reason") == "SuspendedJobs"
+    assert (condition(the_job(tier, name), "Suspended") or {}).get("reason") == "JobSuspended"
+    client.CustomObjectsApi(tier.api).patch_namespaced_custom_object(
+        G, V, NS, "trainjobs", name, {"spec": {"suspend": False}}
+    )
+    tier.until("two new pods running", lambda: len(live_pods(tier, name)) == 2)
+    assert before.isdisjoint(p["metadata"]["uid"] for p in tier.pods(name))
+    resumed = [c for c in tier.trainjob(name)["status"]["conditions"] if c["type"] == "Suspended"]
+    assert [(c["status"], c["reason"]) for c in resumed] == [("False", "Resumed")]
+    assert condition(the_job(tier, name), "Failed") is None
+
+
+def test_promise_trainjob_deadline_fails_it_then_removes_the_jobset(tier: Tier) -> None:
+    """Trainer 2.2's activeDeadlineSeconds: the TrainJob fails DeadlineExceeded ("TrainJob
+    exceeded its active deadline") first, then its JobSet is deleted and the pods go."""
+    name = fresh("promise")
+    create(tier, trainjob_body(name, deadline=8))
+    tier.until("2 running pods", lambda: len(live_pods(tier, name)) == 2)
+    tier.expire_deadline(name)
+    failed = tier.until(
+        "the TrainJob failed", lambda: condition(tier.trainjob(name), "Failed"), timeout=60
+    )
+    assert (failed["reason"], failed["message"]) == (
+        "DeadlineExceeded",
+        "TrainJob exceeded its active deadline",
+    )
+    tier.until(
+        "the JobSet and the pods gone",
+        lambda: gone(lambda: tier.jobset(name)) and tier.pods(name) == [],
+    )
