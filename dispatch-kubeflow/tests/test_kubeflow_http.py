@@ -172,6 +172,8 @@ def test_older_trainers_are_tagged_and_discovered(version: str, tmp_path: Path) 
         view = only(backend, "job-old")
         assert view.phase is Phase.RUNNING and len(view.executions[0].nodes) == 2
         old.oom(name_of(object_id))
+        assert only(backend, "job-old").phase is Phase.RUNNING  # the Job has not acted yet
+        old.settle()
         assert only(backend, "job-old").cause.kind is CauseKind.OUT_OF_MEMORY
 
 
@@ -252,10 +254,11 @@ def test_stop_records_why_then_deletes_in_foreground_and_is_idempotent(
     """S-30: stop is idempotent; a stopped object that is gone is absent."""
     object_id = backend.dispatch_submit(job_id="job-s", submission=1, spec=SPEC, gated=False)
     backend.dispatch_stop(object_id=object_id, cause=CANCEL)
-    patch = next(r for r in emulator.log.entries if r.verb == "patch")
+    patch = next(r for r in emulator.log.entries if r.verb == "patch" and r.resource == "trainjobs")
     assert Cause.model_validate_json(patch.body["metadata"]["annotations"][tags.STOP]) == CANCEL
     delete = next(r for r in emulator.log.entries if r.verb == "delete")
     assert delete.body["propagationPolicy"] == "Foreground"
+    emulator.settle()  # the garbage collector and the kubelet take their steps
     assert backend.dispatch_discover(job_ids=["job-s"]).objects == ()
     assert emulator.pods(name_of(object_id)) == []
     backend.dispatch_stop(object_id=object_id, cause=CANCEL)
@@ -277,6 +280,7 @@ def test_stop_finishes_although_a_pod_is_stuck_on_a_lost_node(
     backend.dispatch_stop(object_id=object_id, cause=fence)
     forced = [r for r in emulator.log.entries if r.verb == "delete" and r.resource == "pods"]
     assert forced and all(r.body.get("gracePeriodSeconds") == 0 for r in forced)
+    emulator.settle()
     assert backend.dispatch_discover(job_ids=["job-n"]).objects == ()
 
 
@@ -287,6 +291,7 @@ def test_stopped_object_still_listed_shows_cancelled(
     object_id = backend.dispatch_submit(job_id="job-f", submission=1, spec=SPEC, gated=False)
     emulator.add_finalizer(name_of(object_id), "example.com/audit")
     backend.dispatch_stop(object_id=object_id, cause=CANCEL)
+    emulator.settle()  # the pods go (Foreground); the finalizer keeps the TrainJob
     view = only(backend, "job-f")
     assert view.phase is Phase.ENDED and view.cause.kind is CauseKind.CANCELLED
     assert view.cause.actor == "ana" and "no longer needed" in view.cause.detail
