@@ -62,6 +62,12 @@ class LiveTier:
     def recover_node(self, node: str) -> None:
         self.driver.recover_node(node)
 
+    def oom(self, name: str, *, pod: int = 0) -> None:
+        self.driver.oom(name, pod=pod)
+
+    def cannot_pull(self, name: str) -> None:
+        """Nothing to do: the image is under dispatch.invalid/, which KWOK cannot pull."""
+
     def suspend_behind_back(self, name: str) -> None:
         self.driver.suspend_behind_back(name)
 

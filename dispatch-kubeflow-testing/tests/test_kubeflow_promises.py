@@ -45,6 +45,8 @@ class Tier(Protocol):
     def lose_node(self, name: str, *, pod: int = 0) -> str: ...
     def recover_node(self, node: str) -> None: ...
     def suspend_behind_back(self, name: str) -> None: ...
+    def oom(self, name: str, *, pod: int = 0) -> None: ...
+    def cannot_pull(self, name: str) -> None: ...
     def expire_deadline(self, name: str) -> None: ...
     def until(self, what: str, check: Callable[[], T | None], timeout: float = 120) -> T: ...
     def a_while(self) -> None: ...
@@ -90,6 +92,14 @@ class EmulatorTier:
 
     def suspend_behind_back(self, name: str) -> None:
         self.emulator.suspend_behind_back(name)
+
+    def oom(self, name: str, *, pod: int = 0) -> None:
+        self.until(f"pod {pod} of {name} running", lambda: running(self.pods(name), pod))
+        self.emulator.oom(name, pod=pod)
+
+    def cannot_pull(self, name: str) -> None:
+        """The registry has no such image (the emulator is told; it pulls nothing)."""
+        self.emulator.launch_error(name, "ErrImagePull")
 
     def expire_deadline(self, name: str) -> None:
         """The TrainJob's activeDeadlineSeconds passes (the emulator's clock is steps)."""
@@ -138,6 +148,7 @@ def trainjob_body(
     name: str,
     *,
     nodes: int = 2,
+    image: str = "registry.example/acme/train:1.4",
     runtime: str | None = None,
     command: tuple[str, ...] = ("torchrun", "train.py"),
     deadline: int | None = None,
@@ -156,7 +167,7 @@ def trainjob_body(
             "runtimeRef": ref,
             "trainer": {
                 "numNodes": nodes,
-                "image": "registry.example/acme/train:1.4",
+                "image": image,
                 "command": list(command),
                 "resourcesPerNode": {"limits": gpus, "requests": gpus},
             },
@@ -595,3 +606,44 @@ def test_promise_trainjob_deadline_fails_it_then_removes_the_jobset(tier: Tier) 
         "the JobSet and the pods gone",
         lambda: gone(lambda: tier.jobset(name)) and tier.pods(name) == [],
     )
+
+
+def test_promise_an_oom_kill_under_a_strict_runtime_is_the_pod_failure_policy(
+    tier: Tier,
+) -> None:
+    """The kernel OOM-kills rank 1: its container ends OOMKilled 137, the pod Failed, and
+    the exit-code rule fails the Job (PodFailurePolicy, naming the code)."""
+    name = start(tier, strict=True)
+    tier.oom(name, pod=1)
+    job = tier.until("the Job failed", lambda: condition(the_job(tier, name), "Failed"))
+    assert job["reason"] == "PodFailurePolicy" and "failed with exit code 137" in job["message"]
+    (pod,) = tier.until(
+        "only the killed pod left", lambda: tier.pods(name) if len(tier.pods(name)) == 1 else None
+    )
+    ended = container(pod)["state"]["terminated"]
+    assert (ended["exitCode"], ended["reason"]) == (137, "OOMKilled") and index_of(pod) == 1
+
+
+def test_promise_an_image_that_cannot_be_pulled_leaves_pods_pending_and_the_job_alone(
+    tier: Tier,
+) -> None:
+    """ErrImagePull / ImagePullBackOff: the pods stay Pending with the kubelet's reason,
+    the Job neither fails nor counts a failure, the TrainJob waits."""
+    name = fresh("promise")
+    create(tier, trainjob_body(name, image="dispatch.invalid/acme/nope:0"))
+    tier.until("2 pods bound", lambda: len(tier.pods(name)) == 2 or None)
+    tier.cannot_pull(name)
+
+    def pulling() -> list[Obj] | None:
+        pods = tier.pods(name)
+        reasons = {
+            ((container(p).get("state") or {}).get("waiting") or {}).get("reason") for p in pods
+        }
+        return pods if reasons <= {"ErrImagePull", "ImagePullBackOff"} and len(pods) == 2 else None
+
+    tier.until("both pods failing to pull", pulling)
+    tier.a_while()
+    assert {p["status"]["phase"] for p in pulling() or []} == {"Pending"}
+    job = the_job(tier, name)
+    assert condition(job, "FailureTarget") is None and not job["status"].get("failed")
+    assert condition(tier.trainjob(name), "Failed") is None
