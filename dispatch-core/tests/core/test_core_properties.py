@@ -101,7 +101,9 @@ def _play(data: st.DataObject) -> tuple[World, list[Status]]:
             elif oid and step == "node-lost":
                 lost = cause(CauseKind.NODE_LOST, at=w.now, nodes=data.draw(NODES))
                 w.set(oid, Phase.RUNNING, lost)
-            elif oid and step == "pending-reason":
+            elif oid and step == "pending-reason" and w.objects[oid].phase is Phase.PENDING:
+                # a pending object's reason; a running object is pending again only after
+                # an ended execution (the "native" step): discovery reports every execution
                 w.set(oid, Phase.PENDING, cause(CauseKind.NO_CAPACITY, at=w.now))
             elif oid and step == "native":
                 old = w.objects[oid].executions
