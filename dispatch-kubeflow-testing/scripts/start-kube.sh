@@ -169,7 +169,8 @@ build() {
   local -A dl=() dl_t=()
   for dir in "${order[@]}"; do
     dl_t[$dir]="$(now)"
-    (cd "$GOMOD/$dir" && nice -n "$NICE" go mod download) >"$CACHE/logs/download-$KEY-$dir.log" 2>&1 &
+    (cd "$GOMOD/$dir" && nice -n "$NICE" go mod download && took "${dl_t[$dir]}" >"$CACHE/logs/download-$KEY-$dir.took") \
+      >"$CACHE/logs/download-$KEY-$dir.log" 2>&1 &
     dl[$dir]=$!
   done
   local all="${want[*]}"
@@ -184,7 +185,7 @@ build() {
       failed+=($names)
       continue
     fi
-    echo "start-kube: modules of $dir downloaded in $(took "${dl_t[$dir]}") s (from the build's start)"
+    echo "start-kube: modules of $dir downloaded in $(cat "$CACHE/logs/download-$KEY-$dir.took") s (all modules' downloads ran at once)"
     log="$CACHE/logs/build-$KEY-$dir.log"
     t="$(now)"
     out="$BIN/.tmp-$dir"
