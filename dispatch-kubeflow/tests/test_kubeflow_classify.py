@@ -827,6 +827,9 @@ def test_ending_kept_on_the_trainjob_outlives_the_deleted_pods() -> None:
     assert view.phase is Phase.ENDED and view.cause is not None
     assert view.cause.kind is CauseKind.PREEMPTED
     assert "EvictionByEvictionAPI" in view.cause.detail
+    # the execution is the one kept (its nodes and start), not rebuilt from no pods (S-40)
+    kept = Execution.model_validate(json.loads(keep[f"{tags.ATTEMPT_PREFIX}0"]))
+    assert view.executions[-1] == kept and kept.nodes == ("gpu-node-0",)
 
 
 def test_backoff_limit_exceeded_after_a_kept_crash_loop_is_its_exit_code() -> None:

@@ -195,7 +195,7 @@ def test_after_a_jobset_restart_the_execution_is_the_attempt_and_resumed_S44(
     spec = JobSpec(name="restart", command=("sh", "-c", PRINT), resources=Resources(nodes=2))
     name = submit(backend, emulator, spec)
     emulator.preempt(name, pod=0)
-    emulator.reconcile()
+    emulator.settle()
     assert emulator.jobset(name)["status"]["restarts"] == 1
     envs = contract(run_pods(emulator, name))
     assert {(e["DISPATCH_EXECUTION"], e["DISPATCH_RESUMED"]) for e in envs} == {("1", "1")}

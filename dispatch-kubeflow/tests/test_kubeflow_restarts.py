@@ -29,10 +29,15 @@ def test_fresh_and_long_lived_backends_report_the_same_executions_after_a_restar
     name = tags.split_object_id(object_id)[1]
     emulator.reconcile()
     emulator.preempt(name, pod=1)
-    before = long_lived.dispatch_discover(["job-r"]).objects[0]
+    # the long-lived backend polls while time passes, as the supervisor does
+    for _ in range(40):
+        before = long_lived.dispatch_discover(["job-r"]).objects[0]
+        if before.scheduler_state == "Restarting":
+            break
+        emulator.advance()
     assert before.scheduler_state == "Restarting"
     assert before.executions[-1].cause.kind is CauseKind.PREEMPTED
-    emulator.reconcile()
+    emulator.settle()
     assert emulator.jobset(name)["status"]["restarts"] == 1
     assert not [
         p for p in emulator.pods(name) if p["metadata"]["labels"].get(tags.RESTART_ATTEMPT) == "0"
@@ -61,7 +66,7 @@ def test_a_restart_nobody_saw_is_unknown_for_every_reader_alike_S24(
     emulator.reconcile()
     long_lived.dispatch_discover(["job-u"])
     emulator.preempt(name, pod=0)
-    emulator.reconcile()
+    emulator.settle()  # nobody looks while the victim terminates and the JobSet restarts
     long = long_lived.dispatch_discover(["job-u"]).objects
     fresh = restarting(make_backend).dispatch_discover(["job-u"]).objects
     assert long == fresh

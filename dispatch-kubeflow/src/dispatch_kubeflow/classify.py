@@ -516,7 +516,10 @@ def read(ev: Evidence) -> tuple[ObjectView, dict[str, str]]:
     if cause is not None and row.kind is not None:
         cause = cause.model_copy(update={"kind": row.kind})
     attempt = f.attempt or 0
-    if row.execution == "ending":
+    kept = recorded_executions(ev.trainjob).get(attempt)
+    if row.execution == "ending" and kept is not None and f.ending[0] == kept.cause:
+        current = kept  # the pods that showed it are gone: the execution as it was kept
+    elif row.execution == "ending":
         current = _execution(attempt, ev, *f.ending)
     else:
         current = _execution(attempt, ev, cause if row.execution == "cause" else None, ())
