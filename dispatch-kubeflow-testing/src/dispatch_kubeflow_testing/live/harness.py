@@ -161,6 +161,12 @@ class LiveKubeflowHarness(Harness):
     def quick_spec(self) -> JobSpec:
         return JobSpec(name="kit-quick", command=("true",), resources=Resources(nodes=2))
 
+    def printing_spec(self, text: str) -> JobSpec:
+        raise NotProvokable(
+            "KWOK runs no programs and serves no container logs: what a submission printed "
+            "exists nowhere on this tier (the offline tier and the Slurm live tier check logs)"
+        )
+
     def script_spec(self, script: str) -> JobSpec:
         raise NotProvokable(
             "KWOK's nodes run no programs: which interpreter a script's #! line picks is not "
