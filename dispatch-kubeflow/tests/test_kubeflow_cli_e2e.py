@@ -19,11 +19,21 @@ POLICY = '[[rule]]\non = ["preempted"]\naction = "resubmit"\nbudget = 2\n'
 
 
 def until(
-    what: str, check: Callable[[], bool], proc: subprocess.Popen[str], limit: float = 60.0
+    what: str,
+    check: Callable[[], bool],
+    proc: subprocess.Popen[str],
+    limit: float = 60.0,
+    tick: Callable[[], None] | None = None,
 ) -> None:
-    """Poll the emulator while the CLI supervises; fail with the CLI's output if it stops."""
+    """Poll the emulator while the CLI supervises; fail with the CLI's output if it stops.
+    ``tick`` lets the emulated controllers' time pass, one step a second, slower than the
+    CLI's supervising tick (0.2 s interval plus its own work), so it sees each state as it
+    would on a real cluster (a preempted pod terminates for a second or more)."""
     deadline = time.monotonic() + limit
     while not check():
+        if tick is not None:
+            time.sleep(1.0)
+            tick()
         if proc.poll() is not None:
             out, err = proc.communicate()
             raise AssertionError(f"dispatch exited {proc.returncode} before {what}:\n{out}\n{err}")
@@ -91,6 +101,7 @@ def test_cli_submit_recovers_a_preempted_trainjob(
             and emulator.is_running(next(n for n in emulator.names() if n != first))
         ),
         proc,
+        tick=emulator.advance,
     )
     second = next(n for n in emulator.names() if n != first)
     assert second.endswith("-2")
