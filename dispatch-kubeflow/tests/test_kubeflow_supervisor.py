@@ -100,6 +100,18 @@ def test_lost_node_is_fenced_then_replaced_without_two_live_executions(rig: Rig)
     assert done.history[0].cause.kind is CauseKind.NODE_LOST
 
 
+def ticks_until(rig: Rig, emulator: Emulator, job_id: str, state: State, steps: int = 30):  # type: ignore[no-untyped-def]
+    """Supervise while the emulated controllers' time passes, one step per tick, until the
+    job is in ``state`` (the last status otherwise, for the test's assertion to show)."""
+    for _ in range(steps):
+        rig.tick()
+        shown = rig.status(job_id)
+        if shown.state is state:
+            return shown
+        emulator.advance()
+    return shown
+
+
 def test_native_jobset_restart_spends_the_budget_then_dispatch_stops_it(
     make_backend: Callable[..., KubeflowBackend], emulator: Emulator, tmp_path: Path
 ) -> None:
@@ -115,19 +127,17 @@ def test_native_jobset_restart_spends_the_budget_then_dispatch_stops_it(
     rig.tick()
     (name,) = emulator.names()
     emulator.preempt(name, pod=1)
-    rig.tick()
-    recovering = rig.status(job_id)
+    recovering = ticks_until(rig, emulator, job_id, State.RECOVERING)
     assert recovering.state is State.RECOVERING
-    emulator.reconcile()
+    emulator.settle()
     rig.tick()
     assert rig.status(job_id).state is State.RUNNING
     assert emulator.jobset(name)["status"]["restarts"] == 1
     emulator.preempt(name, pod=0)
-    for _ in range(3):
-        rig.tick()
-    final = rig.status(job_id)
+    final = ticks_until(rig, emulator, job_id, State.FAILED)
     assert final.state is State.FAILED and final.cause.kind is CauseKind.PREEMPTED
     assert final.escalations
+    emulator.settle()  # dispatch's Foreground delete, one garbage-collector step at a time
     assert name not in emulator.names()
     rig.supervisor.release()
 
@@ -146,10 +156,9 @@ def test_native_restart_of_a_cause_the_policy_does_not_restart_is_stopped(
     rig.tick()
     (name,) = emulator.names()
     emulator.exit(name, 3, pod=0)
-    for _ in range(3):
-        rig.tick()
-    final = rig.status(job_id)
+    final = ticks_until(rig, emulator, job_id, State.FAILED)
     assert final.state is State.FAILED
     assert final.cause.kind is CauseKind.NON_ZERO_EXIT and final.cause.exit_code == 3
+    emulator.settle()
     assert emulator.names() == []
     rig.supervisor.release()
