@@ -849,3 +849,18 @@ def test_backoff_limit_exceeded_after_a_kept_crash_loop_is_its_exit_code() -> No
     )
     assert view.cause is not None and view.cause.kind is CauseKind.NON_ZERO_EXIT
     assert view.cause.exit_code == 3
+
+
+def test_stop_of_an_ended_trainjob_keeps_its_ending_while_it_is_deleted() -> None:
+    """S-30: dispatch's stop of a TrainJob that had completed: the Foreground deletion keeps
+    it listed (deletionTimestamp, the stop annotation) while the garbage collector removes
+    its dependents; it ended succeeded, and the stop does not rewrite that as cancelled."""
+    stop = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="kit", detail="x")
+    done = trainjob(
+        c("Complete", reason="AllJobsCompleted", message="jobset completed successfully"),
+        annotations={tags.STOP: stop.model_dump_json()},
+        deleting=T2,
+    )
+    view = see(done)
+    assert view.phase is Phase.ENDED and view.cause is not None
+    assert view.cause.kind is CauseKind.NONE and view.cause.exit_code == 0

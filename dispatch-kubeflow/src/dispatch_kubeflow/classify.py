@@ -6,10 +6,11 @@ Nodes, Kueue Workload) and returns an :class:`~dispatch.ObjectView`. What decide
 top to bottom, first match wins, like ``dispatch_slurm.classify``. ``docs/mapping.md`` is
 rendered from both (``python -m dispatch_kubeflow.classify``) and a test checks they agree.
 
-Order of the rows: deletion, then the TrainJob's terminal condition (authoritative but
-coarse: ``FailedJobs`` hides the cause, so the Jobs and Pods say why), then suspension
-(dispatch's gate, Kueue, someone else's hold), then the live evidence (lost nodes,
-FailureTarget, restarts, pending reasons).
+Order of the rows: a deletion while pods still run, then the TrainJob's terminal
+condition (authoritative but coarse: ``FailedJobs`` hides the cause, so the Jobs and Pods
+say why; an ended object being deleted keeps its ending), then the other deletions, then
+suspension (dispatch's gate, Kueue, someone else's hold), then the live evidence (lost
+nodes, FailureTarget, restarts, pending reasons).
 
 What a row says:
 
@@ -372,12 +373,6 @@ TABLE: tuple[Row, ...] = (
         "node-lost if on a lost node",
         tests=("test_deleting_object_with_live_pods_stays_alive",
                "test_pods_left_by_a_vanished_trainjob_are_an_object_until_they_end")),
-    Row(("deleting", "stop-recorded"), E, "Deleted", "stop", None, "cause",
-        "deleted after dispatch's stop: cancelled (the stop's reason in detail)",
-        tests=("test_deleted_after_a_recorded_stop_carries_the_stop_cause",)),
-    Row(("deleting",), E, "Deleted", "deleted", None, "cause",
-        "deleted by someone else (kubectl delete): Kubernetes records no cancel",
-        tests=("test_deleted_without_a_recorded_stop_is_unknown",)),
     # -- terminal conditions ------------------------------------------------------------
     Row(("failed",), E, "Failed", "trainjob-failed", K.TIME_LIMIT, "cause",
         "the TrainJob's activeDeadlineSeconds (Trainer ≥ 2.2), whatever the pods' exit codes: "
@@ -402,6 +397,15 @@ TABLE: tuple[Row, ...] = (
         "TrainJob's words, never a guessed kind (S-4)",
         tests=("test_failed_jobs_with_no_evidence_left_is_unknown_not_guessed",
                "test_unmapped_trainjob_failure_reason_is_unknown_verbatim")),
+    # -- deleted while not ended (an ended one keeps its ending above: a stop of an
+    # -- object that had completed or failed never rewrites why it ended) ---------------
+    Row(("deleting", "stop-recorded"), E, "Deleted", "stop", None, "cause",
+        "deleted after dispatch's stop: cancelled (the stop's reason in detail)",
+        tests=("test_deleted_after_a_recorded_stop_carries_the_stop_cause",
+               "test_stop_of_an_ended_trainjob_keeps_its_ending_while_it_is_deleted")),
+    Row(("deleting",), E, "Deleted", "deleted", None, "cause",
+        "deleted by someone else (kubectl delete): Kubernetes records no cancel",
+        tests=("test_deleted_without_a_recorded_stop_is_unknown",)),
     Row(("restarts-unreadable",), R, "Unreadable", "restarts", None, "running",
         "evidence dispatch cannot read: unknown, kept alive so no second execution starts "
         "beside it (S-4)", tests=("test_restart_count_out_of_range_is_unknown_and_alive",)),
