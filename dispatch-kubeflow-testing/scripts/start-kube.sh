@@ -214,8 +214,11 @@ build() {
   done
   # CPU seconds of everything the build ran (go, compile, link: children this shell waited
   # for), the figure that does not depend on how loaded the machine was
+  # (`times` in this shell, not in a pipeline's subshell, which has no children yet)
   local cpu
-  cpu="$(times | tail -n 1 | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); n += t[1] * 60 + t[2] } printf "%.0f", n }')"
+  times >"$CACHE/logs/times-$KEY.$$"
+  cpu="$(tail -n 1 "$CACHE/logs/times-$KEY.$$" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); n += t[1] * 60 + t[2] } printf "%.0f", n }')"
+  rm -f "$CACHE/logs/times-$KEY.$$"
   echo "start-kube: build of $KEY took $(took "$start") s wall, $cpu CPU s (binaries in $BIN; load $(cut -d' ' -f1-3 /proc/loadavg))"
   if ((${#failed[@]})); then
     echo "failed $token $(date -u +%FT%TZ): ${failed[*]}" >"$CACHE/$KEY.status"
