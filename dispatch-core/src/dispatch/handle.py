@@ -67,7 +67,8 @@ class JobHandle:
     ) -> Status:
         """Supervise the job here until it ends or is held; return its final status.
 
-        :param on_change: called with the status each time its state or cause changes.
+        :param on_change: called with the status each time its state, its cause or its count of
+            escalations changes (a stall escalation changes neither state nor cause).
         :param on_unreachable: called with (backend, problem) when a tick could not ask.
         :raises WaitTimeout: ``timeout`` seconds passed first (the job goes on).
         """
@@ -97,10 +98,11 @@ class JobHandle:
                 return
             last[:] = [status]
             cause = status.cause
+            # an escalation changes neither state nor cause (a stall, S-47): count it too
             key = (
-                (status.state, cause.kind, cause.detail, cause.exit_code)
+                (status.state, len(status.escalations), cause.kind, cause.detail, cause.exit_code)
                 if cause
-                else (status.state,)
+                else (status.state, len(status.escalations))
             )
             if not seen or seen[-1] != key:
                 seen.append(key)

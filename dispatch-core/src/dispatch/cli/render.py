@@ -97,6 +97,8 @@ def plan_text(plan: Plan) -> str:
         lines.append(
             f"  rule {b.index + 1}: {b.rule.describe()} -> enforced by {b.enforcer.value}{mark}"
         )
+    if plan.policy.resubmit_on_stall is not None:
+        lines.append(f"  {plan.policy.describe_stall()} -> enforced by supervisor")
     uncovered = sorted(k.value for k in plan.uncovered)
     lines.append("uncovered causes (will fail the job): " + (", ".join(uncovered) or "none"))
     impossible = sorted(k.value for k in plan.impossible)

@@ -232,9 +232,15 @@ def follow(handle: JobHandle, interval: float, as_json: bool) -> None:
     from dispatch.cli.render import cause_line, emit_json
     from dispatch.enums import State
 
+    shown = [0]  # escalations already printed
+
     def changed(status: Status) -> None:
-        if not as_json:
-            click.echo(f"{status.at:%H:%M:%S}  {status.state.value:<10} {cause_line(status.cause)}")
+        if as_json:
+            return
+        click.echo(f"{status.at:%H:%M:%S}  {status.state.value:<10} {cause_line(status.cause)}")
+        for escalation in status.escalations[shown[0] :]:
+            click.echo(f"{escalation.at:%H:%M:%S}  escalation: {escalation.reason}")
+        shown[0] = len(status.escalations)
 
     def unreachable(name: str, problem: str) -> None:
         click.echo(f"scheduler unreachable, will retry: {problem}", err=True)

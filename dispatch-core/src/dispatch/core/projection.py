@@ -97,6 +97,10 @@ def _status(
         for b in job.plan.bindings
         if b.rule.action.needs_budget
     }
+    policy = job.plan.policy
+    if policy.resubmit_on_stall is not None:  # the stall rule spends under rule N+1 (S-47)
+        spent = job.spent.get(policy.stall_index, 0)
+        budgets[f"rule {policy.stall_index + 1} (stall)"] = policy.resubmit_on_stall - spent
     return Status(
         job_id=job.job_id,
         name=job.name,
