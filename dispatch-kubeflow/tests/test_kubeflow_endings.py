@@ -299,3 +299,17 @@ def test_native_restart_without_a_restarting_runtime_is_refused(
     with pytest.raises(SubmitRefused, match="no JobSet failurePolicy that restarts"):
         submit(backend)
     assert emulator.names() == []
+
+
+def test_children_the_garbage_collector_has_not_removed_yet_are_no_object(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
+    """The TrainJob of an ended job is gone (Background deletion) while its JobSet, Jobs
+    and ended pods wait for the garbage collector: nothing runs, so there is no object
+    (absent, as once the GC is done); had a pod still run, it would stay alive (S-28)."""
+    name = submit(backend, LONG.model_copy(update={"command": ("true",)}))
+    emulator.settle()
+    assert view(backend).phase is Phase.ENDED
+    emulator.delete_behind_back(name)
+    assert emulator.pods(name)  # the ended pods wait for the garbage collector
+    assert backend.dispatch_discover(job_ids=["job-e"]).objects == ()

@@ -42,7 +42,7 @@ from dispatch_kubeflow import launch, logs, tags
 from dispatch_kubeflow.classify import read
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
-from dispatch_kubeflow.evidence import group
+from dispatch_kubeflow.evidence import group, pod_terminal
 from dispatch_kubeflow.manifest import (
     GROUP,
     OPTIONS,
@@ -440,6 +440,10 @@ class KubeflowBackend:
                     raise
         objects = []
         for ev in group(trainjobs, jobsets, jobs, pods, nodes, workloads, wanted):
+            if ev.trainjob is None and all(pod_terminal(p) for p in ev.pods):
+                # the TrainJob is gone and nothing of it runs: what is left (a JobSet, Jobs,
+                # ended pods) is the garbage collector's to remove, not an object
+                continue
             view, keep = read(ev)
             objects.append(view)
             if keep:
