@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 from dispatch_testing.crash import Machine
@@ -28,6 +29,20 @@ def _commands_of(job_id: str) -> list[int]:
     return found
 
 
+def _delete_while_written(path: Path) -> None:
+    """Delete a directory the object's keeper may be writing into at that moment (rmtree
+    then fails with "Directory not empty"): try again until one pass gets it all."""
+    for _ in range(100):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)
+    shutil.rmtree(path)
+
+
 def test_cancel_stops_a_command_whose_object_directory_was_deleted_S28(machine: Machine) -> None:
     up = machine.root / "up"
     job = machine.run(
@@ -36,7 +51,7 @@ def test_cancel_stops_a_command_whose_object_directory_was_deleted_S28(machine: 
     assert machine.run("supervise", "--once").returncode == 0
     machine.until(up.exists)
     (object_id,) = machine.objects_of(job)
-    shutil.rmtree(machine.local / "objects" / object_id)
+    _delete_while_written(machine.local / "objects" / object_id)
 
     for _ in range(3):
         assert machine.run("supervise", "--once").returncode == 0
