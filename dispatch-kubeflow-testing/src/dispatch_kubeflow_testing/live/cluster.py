@@ -29,6 +29,13 @@ class ControlPlane:
     versions: dict[str, str]
     started_here: bool
 
+    @property
+    def trainer_version(self) -> tuple[int, int]:
+        """The running Trainer's MAJOR.MINOR (``DISPATCH_KUBE_TRAINER``), the API shape
+        the adapter must send it (its ``trainer_version`` setting)."""
+        major, minor = self.versions["trainer"].lstrip("v").split(".")[:2]
+        return int(major), int(minor)
+
     def pid(self, process: str) -> int:
         return int((self.run_dir / "pids" / f"{process}.pid").read_text())
 

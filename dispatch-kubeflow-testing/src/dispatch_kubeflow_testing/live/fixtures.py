@@ -47,6 +47,7 @@ def make_live_backend(live_plane: ControlPlane) -> Callable[..., KubeflowBackend
     def make(**changes: object) -> KubeflowBackend:
         settings: dict[str, object] = {
             "kubeconfig": str(live_plane.kubeconfig),
+            "trainer_version": live_plane.trainer_version,
             "retries": 1,
             "connect_timeout": 2.0,
             "read_timeout": 5.0,

@@ -134,7 +134,11 @@ class LiveKubeflowHarness(Harness):
         self.driver.cleanup()
         return KubeflowBackend(
             KubeflowConfig(
-                kubeconfig=str(plane.kubeconfig), retries=1, connect_timeout=2.0, read_timeout=5.0
+                kubeconfig=str(plane.kubeconfig),
+                trainer_version=plane.trainer_version,
+                retries=1,
+                connect_timeout=2.0,
+                read_timeout=5.0,
             )
         )
 
