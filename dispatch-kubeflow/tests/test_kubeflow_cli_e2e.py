@@ -26,13 +26,10 @@ def until(
     tick: Callable[[], None] | None = None,
 ) -> None:
     """Poll the emulator while the CLI supervises; fail with the CLI's output if it stops.
-    ``tick`` lets the emulated controllers' time pass, one step a second, slower than the
-    CLI's supervising tick (0.2 s interval plus its own work), so it sees each state as it
-    would on a real cluster (a preempted pod terminates for a second or more)."""
+    ``tick`` lets the emulated controllers' time pass (see :func:`after_each_look`)."""
     deadline = time.monotonic() + limit
     while not check():
         if tick is not None:
-            time.sleep(1.0)
             tick()
         if proc.poll() is not None:
             out, err = proc.communicate()
@@ -42,6 +39,24 @@ def until(
             out, err = proc.communicate()
             raise AssertionError(f"not {what} after {limit}s:\n{out}\n{err}")
         time.sleep(0.1)
+
+
+def after_each_look(emulator: Emulator) -> Callable[[], None]:
+    """One step of the emulated controllers each time the CLI has listed the pods since the
+    last step: it sees every state, as a supervisor polling a real cluster sees a
+    preempted pod terminate (a second or more), however slow the machine."""
+
+    def pod_lists() -> int:
+        return sum(1 for r in emulator.log.entries if r.verb == "list" and r.resource == "pods")
+
+    seen = [pod_lists()]
+
+    def tick() -> None:
+        if (now := pod_lists()) > seen[0]:
+            seen[0] = now
+            emulator.advance()
+
+    return tick
 
 
 def test_cli_submit_recovers_a_preempted_trainjob(
@@ -101,7 +116,7 @@ def test_cli_submit_recovers_a_preempted_trainjob(
             and emulator.is_running(next(n for n in emulator.names() if n != first))
         ),
         proc,
-        tick=emulator.advance,
+        tick=after_each_look(emulator),
     )
     second = next(n for n in emulator.names() if n != first)
     assert second.endswith("-2")
