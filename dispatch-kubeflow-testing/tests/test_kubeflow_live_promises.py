@@ -50,6 +50,9 @@ class LiveTier:
     def pods(self, name: str) -> list[promises.Obj]:
         return self.driver.pods(name)
 
+    def events(self, name: str) -> list[promises.Obj]:
+        return self.driver.events(name)
+
     def exit(self, name: str, code: int, *, pod: int = 0) -> None:
         self.driver.exit(name, code, pod=pod)
 

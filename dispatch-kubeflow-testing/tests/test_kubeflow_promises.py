@@ -40,6 +40,7 @@ class Tier(Protocol):
     def jobset(self, name: str) -> Obj: ...
     def jobs(self, name: str) -> list[Obj]: ...
     def pods(self, name: str) -> list[Obj]: ...
+    def events(self, name: str) -> list[Obj]: ...
     def exit(self, name: str, code: int, *, pod: int = 0) -> None: ...
     def preempt(self, name: str, *, pod: int = 0) -> None: ...
     def lose_node(self, name: str, *, pod: int = 0) -> str: ...
@@ -76,6 +77,12 @@ class EmulatorTier:
 
     def pods(self, name: str) -> list[Obj]:
         return self.emulator.pods(name)
+
+    def events(self, name: str) -> list[Obj]:
+        from dispatch_kubeflow_testing.emulator.store import EVENT
+
+        items: list[Obj] = self.emulator.store.listing(EVENT, NS, None)["items"]
+        return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
 
     def exit(self, name: str, code: int, *, pod: int = 0) -> None:
         self.until(f"pod {pod} of {name} running", lambda: running(self.pods(name), pod))
@@ -526,10 +533,10 @@ def test_promise_a_lost_node_under_a_strict_runtime_holds_the_job_without_a_cond
 
 
 def test_promise_a_jobset_failure_policy_restarts_then_fails_at_max_restarts(tier: Tier) -> None:
-    """JobSet's failurePolicy (maxRestarts 1): a failed Job makes the JobSet start again
-    (status.restarts 1, Jobs and pods of restart-attempt 1, the old ones gone) and the
-    TrainJob runs on; the next failure fails it ReachedMaxRestarts, copied by the
-    Trainer onto the TrainJob."""
+    """Divergence 8: JobSet's failurePolicy (maxRestarts 1): a failed Job makes the
+    JobSet start again: ``status.restarts`` 1 and an Event, no condition; Jobs and pods
+    of restart-attempt 1, the old ones gone; the TrainJob runs on. The next failure
+    fails it ReachedMaxRestarts, copied by the Trainer onto the TrainJob."""
     name = start(tier, strict=True, max_restarts=1)
     tier.exit(name, 1, pod=1)
 
@@ -542,11 +549,26 @@ def test_promise_a_jobset_failure_policy_restarts_then_fails_at_max_restarts(tie
 
     tier.until("the JobSet restarted once, two pods of attempt 1 running", restarted)
     assert [j["metadata"]["labels"][RESTART_ATTEMPT] for j in tier.jobs(name)] == ["1"]
-    assert condition(tier.jobset(name), "Failed") is None
+    jobset = tier.jobset(name)
+    assert [c for c in jobset["status"].get("conditions") or [] if c["status"] == "True"] == []
+    assert jobset["status"]["restartsCountTowardsMax"] == 1
+    said = [
+        (e["type"], e["reason"], e["message"])
+        for e in tier.events(name)
+        if e["involvedObject"]["kind"] == "JobSet"
+    ]
+    assert (
+        "Warning",
+        "RestartJobSetFailurePolicyAction",
+        f"applying RestartJobSet failure policy action (first failed job: {name}-node-0)",
+    ) in said
     assert condition(tier.trainjob(name), "Failed") is None
     tier.exit(name, 2, pod=0)
     failed = tier.until("the JobSet failed", lambda: condition(tier.jobset(name), "Failed"))
-    assert failed["reason"] == "ReachedMaxRestarts"
+    assert (failed["reason"], failed["message"]) == (
+        "ReachedMaxRestarts",
+        f"jobset failed due to reaching max number of restarts (first failed job: {name}-node-0)",
+    )
     ended = tier.until("the TrainJob failed", lambda: condition(tier.trainjob(name), "Failed"))
     assert (ended["reason"], ended["message"]) == (failed["reason"], failed["message"])
 

@@ -30,6 +30,7 @@ from dispatch_kubeflow_testing.emulator.kueue import kueue
 from dispatch_kubeflow_testing.emulator.objects import JOB_NAME, is_true
 from dispatch_kubeflow_testing.emulator.store import (
     CLUSTER_RUNTIME,
+    EVENT,
     NODE,
     POD,
     RUNTIME,
@@ -54,7 +55,6 @@ class Cluster:
         self.kueue_quota = True
         self.launch_errors: dict[str, tuple[str, str]] = {}
         self.deadline_expired: set[str] = set()
-        self.pending_restarts: dict[str, int] = {}
         self.unschedulable: set[str] = set()
         self.started: dict[str, int] = {}
         # pod uid -> how its program ends, every time it runs: (exit code, reason), from a
@@ -111,6 +111,30 @@ class Cluster:
             )
         self.store.touch(obj)
         self.changed = True
+
+    def event(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+        """A core/v1 Event about ``obj``, as a controller's recorder writes it."""
+        meta = obj["metadata"]
+        self.store.create(
+            EVENT,
+            meta.get("namespace", ""),
+            {
+                "metadata": {"generateName": f"{meta['name']}."},
+                "involvedObject": {
+                    "apiVersion": obj["apiVersion"],
+                    "kind": obj["kind"],
+                    "name": meta["name"],
+                    "namespace": meta.get("namespace", ""),
+                    "uid": meta["uid"],
+                },
+                "type": kind,
+                "reason": reason,
+                "message": message,
+                "count": 1,
+                "firstTimestamp": self.now(),
+                "lastTimestamp": self.now(),
+            },
+        )
 
     def owner_ref(self, owner: Obj) -> Obj:
         return {

@@ -1,7 +1,9 @@
-"""The JobSet controller: one Job per replicated job, suspend, and the failurePolicy
-(``failure_policy.go``: first matching rule wins, default RestartJobSet, maxRestarts).
-A restart happens one reconcile step after the failure, so a discovery in between sees
-the failed pods, as during a real restart's termination grace period."""
+"""The JobSet controller (v0.11.1): one Job per replicated job, suspend, and the
+failurePolicy (``failure_policy.go``: the first matching rule wins, default
+RestartJobSet, maxRestarts). A restart counts up ``status.restarts`` and records an
+Event (JobSet sets no condition for it); the Jobs of the earlier attempt are then deleted
+(Foreground) and their successors made once they are gone, so a discovery in between
+sees the new attempt number with the old Jobs terminating, or no Job at all."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from dispatch_kubeflow_testing.emulator.objects import (
 from dispatch_kubeflow_testing.emulator.store import (
     JOB,
     JOBSET,
-    POD,
     ApiError,
     Obj,
 )
@@ -34,26 +35,21 @@ def jobsets(c: Cluster) -> None:
             continue
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         attempt = status.get("restarts", 0)
-        if uid in c.pending_restarts and c.step > c.pending_restarts[uid]:
-            del c.pending_restarts[uid]
-            for job in list(c.store.items(JOB, ns)):
-                if job["metadata"]["labels"].get(JOBSET_NAME) == name:
-                    for pod in c.pods_of_job(job):
-                        c.store.remove(POD, ns, pod["metadata"]["name"])
-                    c.store.remove(JOB, ns, job["metadata"]["name"])
-            status["restarts"] = attempt + 1
-            status["restartsCountTowardsMax"] = status.get("restartsCountTowardsMax", 0) + 1
-            c.store.touch(js)
-            c.changed = True
-            continue
-        if uid in c.pending_restarts:
-            continue
         jobs = []
         for rj in spec.get("replicatedJobs", []):
             job_name = f"{name}-{rj['name']}-0"
             try:
                 job = c.store.raw(JOB, ns, job_name)
             except ApiError:
+                job = None
+            if job is not None and job["metadata"]["labels"].get(RESTART_ATTEMPT) != str(attempt):
+                # a Job of an earlier attempt: deleted (Foreground); its successor is made
+                # once it is gone (same name), as ``deleteJobs(ownedJobs.previous)`` does
+                if "deletionTimestamp" not in job["metadata"]:
+                    c.store.delete(JOB, ns, job_name, "Foreground", None)
+                    c.changed = True
+                continue
+            if job is None:
                 tmpl = copy.deepcopy(rj["template"])
                 extra = {
                     JOBSET_NAME: name,
@@ -116,44 +112,52 @@ def jobsets(c: Cluster) -> None:
 
 
 def fail_or_restart(c: Cluster, js: Obj, job: Obj) -> None:
-    """``failure_policy.go``: first matching rule wins, default RestartJobSet, max restarts."""
+    """``failure_policy.go``: the first rule matching the failed Job's reason decides
+    (default RestartJobSet); a restart only counts up ``status.restarts`` (and
+    ``restartsCountTowardsMax``) and records an Event, no condition: the Jobs of the
+    earlier attempt are then deleted and made again (above)."""
     policy = js["spec"].get("failurePolicy")
     status = js["status"]
     job_name = job["metadata"]["name"]
     reason = (condition(job, "Failed") or {}).get("reason", "")
+    first = f"(first failed job: {job_name})"
     if policy is None:
-        return _fail(
-            c,
-            js,
-            "FailedJobs",
-            f"jobset failed due to one or more job failures (first failed job: {job_name})",
-        )
-    action, rule_name = "RestartJobSet", None
+        return _fail(c, js, "FailedJobs", f"jobset failed due to one or more job failures {first}")
+    action = "RestartJobSet"
     for rule in policy.get("rules") or []:
         reasons = rule.get("onJobFailureReasons") or []
-        if not reasons or reason in reasons:
-            action, rule_name = rule["action"], rule.get("name")
+        targets = rule.get("targetReplicatedJobs") or []
+        rjob = job["metadata"]["labels"].get(RJOB_NAME)
+        if (not reasons or reason in reasons) and (not targets or rjob in targets):
+            action = rule["action"]
             break
     if action == "FailJobSet":
         return _fail(
             c,
             js,
             "FailJobSetFailurePolicyAction",
-            f"jobset failed due to FailJobSet action by rule {rule_name} (job {job_name})",
+            f"applying FailJobSet failure policy action {first}",
         )
-    if action == "RestartJobSet" and status.get("restartsCountTowardsMax", 0) >= policy.get(
-        "maxRestarts", 0
-    ):
+    counts = action == "RestartJobSet"
+    if counts and status.get("restartsCountTowardsMax", 0) >= policy.get("maxRestarts", 0):
         return _fail(
-            c, js, "ReachedMaxRestarts", "jobset failed due to reaching max number of restarts"
+            c,
+            js,
+            "ReachedMaxRestarts",
+            f"jobset failed due to reaching max number of restarts {first}",
         )
-    c.pending_restarts[js["metadata"]["uid"]] = c.step
-    c.set_condition(
+    status["restarts"] = status.get("restarts", 0) + 1
+    if counts:
+        status["restartsCountTowardsMax"] = status.get("restartsCountTowardsMax", 0) + 1
+    c.store.touch(js)
+    c.changed = True
+    c.event(
         js,
-        "RestartingJobSet",
-        "True",
-        f"FailurePolicy_{rule_name}" if rule_name else "DefaultFailurePolicy",
-        f"restarting jobset after job {job_name} failed: {reason}",
+        "Warning",
+        "RestartJobSetFailurePolicyAction"
+        if counts
+        else "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction",
+        f"applying {action} failure policy action {first}",
     )
 
 
