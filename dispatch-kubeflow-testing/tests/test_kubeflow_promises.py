@@ -423,11 +423,12 @@ def test_promise_a_preempted_or_evicted_pod_is_replaced_and_the_trainjob_runs_on
             pod if pod is not None and pod["metadata"]["uid"] != victim["metadata"]["uid"] else None
         )
 
+    def counted() -> Obj | None:
+        job = the_job(tier, name)
+        return job if job["status"].get("failed") == 1 else None
+
     tier.until("a new running pod for index 0", replaced)
-    job = tier.until(
-        "the failure counted",
-        lambda: (lambda j: j if j["status"].get("failed") == 1 else None)(the_job(tier, name)),
-    )
+    job = tier.until("the failure counted", counted)
     assert condition(job, "FailureTarget") is None and condition(job, "Failed") is None
     assert condition(tier.trainjob(name), "Failed") is None
     assert len(live_pods(tier, name)) == 2
