@@ -42,9 +42,11 @@ def until(
 
 
 def after_each_look(emulator: Emulator) -> Callable[[], None]:
-    """One step of the emulated controllers each time the CLI has listed the pods since the
-    last step: it sees every state, as a supervisor polling a real cluster sees a
-    preempted pod terminate (a second or more), however slow the machine."""
+    """One step of the emulated controllers each time the CLI has listed the pods twice
+    since the last step (a request is logged before it is answered, so only the first of
+    two is sure to have read the state): it sees every state, as a supervisor polling a
+    real cluster sees a preempted pod terminate (a second or more), however slow the
+    machine."""
 
     def pod_lists() -> int:
         return sum(1 for r in emulator.log.entries if r.verb == "list" and r.resource == "pods")
@@ -52,7 +54,7 @@ def after_each_look(emulator: Emulator) -> Callable[[], None]:
     seen = [pod_lists()]
 
     def tick() -> None:
-        if (now := pod_lists()) > seen[0]:
+        if (now := pod_lists()) >= seen[0] + 2:
             seen[0] = now
             emulator.advance()
 
