@@ -67,15 +67,24 @@ def test_logs_print_what_every_node_printed_and_one_rank_S46(
     nodes' output in node order, ``--rank 1`` only the second's."""
     proc = subprocess.Popen(
         [DISPATCH, "submit", "--backend", "kubeflow", "--nodes", "2", "--interval", "0.2",
-         "--wait", "--", "sh", "-c", "exit 0"],
+         "--wait", "--", "torchrun", "train.py"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     deadline = time.monotonic() + 90
+    printed = False
     while proc.poll() is None and time.monotonic() < deadline:
         names = emulator.names()
-        if names and all(p["status"].get("phase") == "Running" for p in emulator.pods(names[0])):
+        pods = emulator.pods(names[0]) if names else []
+        if (
+            not printed
+            and len(pods) == 2
+            and all(p["status"].get("phase") == "Running" for p in pods)
+        ):
+            # each node prints its line, then the training ends (exit 0 on every node)
             for rank in range(2):
                 emulator.print_log(names[0], f"hello from node rank {rank}\n", pod=rank)
+            emulator.succeed(names[0])
+            printed = True
         emulator.reconcile()
         time.sleep(0.2)
     out, err = proc.communicate(timeout=60)
