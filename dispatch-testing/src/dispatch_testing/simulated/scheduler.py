@@ -54,6 +54,7 @@ ENDED_WORDS = frozenset(
 
 #: where a :class:`Row`'s fields other than its object id and tags start
 SHAPE = 2
+_new = tuple.__new__
 
 
 class SchedulerDown(ConnectionError):
@@ -223,7 +224,7 @@ class TaskRow(NamedTuple):
 
 
 class ExecRow(NamedTuple):
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, as the scheduler names it
     state: str
     reason: str
     exit_code: int | None
@@ -589,24 +590,36 @@ class SimScheduler:
         return obj.row
 
     def _fresh_row(self, obj: SimObject) -> Row:
+        # tuple.__new__ skips the named tuples' Python-level __new__: a cold listing of
+        # 50,000 jobs makes 350,000 rows
         executions = tuple(
-            ExecRow(
-                e.index,
-                e.state,
-                e.reason,
-                e.exit_code,
-                e.started_at,
-                e.ended_at,
-                e.nodes,
-                e.reason_at,
-                tuple(
-                    TaskRow(t.rank, t.node, t.state, t.exit_code, t.reason, t.ended_at)
-                    for t in e.tasks
-                ),
-                e.failed_nodes,
-                e.failed_rank,
-            )
-            for e in obj.executions
+            [
+                _new(
+                    ExecRow,
+                    (
+                        e.index,
+                        e.state,
+                        e.reason,
+                        e.exit_code,
+                        e.started_at,
+                        e.ended_at,
+                        e.nodes,
+                        e.reason_at,
+                        tuple(
+                            [
+                                _new(
+                                    TaskRow,
+                                    (t.rank, t.node, t.state, t.exit_code, t.reason, t.ended_at),
+                                )
+                                for t in e.tasks
+                            ]
+                        ),
+                        e.failed_nodes,
+                        e.failed_rank,
+                    ),
+                )
+                for e in obj.executions
+            ]
         )
         current = obj.current
         state, reason, since = current.state, current.reason, current.reason_at
