@@ -385,10 +385,22 @@ make_pki() {
   mkdir -p "$PKI"
   [[ -f "$PKI/done" ]] || make_base_pki
   if [[ "$TRAINER_STYLE" == rotator && ! -f "$PKI/trainer-rotator.crt" ]]; then
-    # Trainer v2.0.x keeps its own rotator on: it adopts a Secret whose certificate is
-    # valid for its Service name, so the one given to it names that and 127.0.0.1
-    cert trainer-rotator "/CN=kubeflow-trainer-webhook" "subjectAltName=IP:127.0.0.1,DNS:$TRAINER_ROTATOR_DNS
-extendedKeyUsage=serverAuth"
+    # Trainer v2.0.x keeps its own rotator on: it adopts a Secret whose CA is valid for
+    # the name kubeflow-trainer-ca and whose certificate is valid for its Service name,
+    # so the ones given to it name those (and 127.0.0.1, where the API server calls it)
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -keyout "$PKI/trainer-rotator-ca.key" \
+      -out "$PKI/trainer-rotator-ca.crt" -subj "/O=kubeflow-trainer/CN=kubeflow-trainer-ca" \
+      -addext "subjectAltName=DNS:kubeflow-trainer-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,digitalSignature,keyEncipherment" 2>/dev/null
+    # (its rotator parses the CA key as PKCS#1 only)
+    openssl rsa -in "$PKI/trainer-rotator-ca.key" -traditional -out "$PKI/trainer-rotator-ca.key" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout "$PKI/trainer-rotator.key" -out "$PKI/trainer-rotator.csr" \
+      -subj "/CN=$TRAINER_ROTATOR_DNS" 2>/dev/null
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:$TRAINER_ROTATOR_DNS" "extendedKeyUsage=serverAuth" \
+      >"$PKI/trainer-rotator.ext"
+    openssl x509 -req -in "$PKI/trainer-rotator.csr" -CA "$PKI/trainer-rotator-ca.crt" \
+      -CAkey "$PKI/trainer-rotator-ca.key" -CAcreateserial -days 3650 -out "$PKI/trainer-rotator.crt" \
+      -extfile "$PKI/trainer-rotator.ext" 2>/dev/null
   fi
 }
 
@@ -504,8 +516,8 @@ start() {
   trainer_dir="$(mod_dir "$TRAINER_DIR" github.com/kubeflow/trainer/v2)"
   local secret=()
   if [[ "$TRAINER_STYLE" == rotator ]]; then
-    secret=(--tls-secret "$TRAINER_ROTATOR_NS/$TRAINER_ROTATOR_SECRET" "$PKI/ca.crt" "$PKI/ca.key"
-            "$PKI/trainer-rotator.crt" "$PKI/trainer-rotator.key")
+    secret=(--tls-secret "$TRAINER_ROTATOR_NS/$TRAINER_ROTATOR_SECRET" "$PKI/trainer-rotator-ca.crt"
+            "$PKI/trainer-rotator-ca.key" "$PKI/trainer-rotator.crt" "$PKI/trainer-rotator.key")
   fi
 
   launch etcd --name dispatch-kube --data-dir "$RUN/etcd" \
@@ -551,17 +563,30 @@ start() {
     TMPDIR="$RUN/trainer-tmp" launch trainer-controller-manager --kubeconfig "$KUBECONFIG_FILE" \
       --config "$RUN/trainer-config.yaml"
   else
-    # flags only; its rotator writes the adopted Secret's certificate to
-    # /tmp/k8s-webhook-server/serving-certs (fixed: one v2.0.x instance per machine)
+    # flags only; its rotator waits for the Secret to appear in its fixed cert dir (a
+    # kubelet's volume mount in a cluster; written here: one v2.0.x instance per machine)
+    local rotator_dir=/tmp/k8s-webhook-server/serving-certs
+    mkdir -p "$rotator_dir"
+    cp "$PKI/trainer-rotator-ca.crt" "$rotator_dir/ca.crt"
+    cp "$PKI/trainer-rotator.crt" "$rotator_dir/tls.crt"
+    cp "$PKI/trainer-rotator.key" "$rotator_dir/tls.key"
     TMPDIR=/tmp launch trainer-controller-manager --kubeconfig "$KUBECONFIG_FILE" \
       --leader-elect=false --metrics-bind-address 0 \
       --health-probe-bind-address "127.0.0.1:$TRAINER_HEALTH_PORT" \
       --webhook-server-port "$TRAINER_WEBHOOK_PORT"
-    trainer_name=(--trainer-validating-name "$TRAINER_ROTATOR_WEBHOOK")
+    trainer_name=(--trainer-validating-name "$TRAINER_ROTATOR_WEBHOOK" --trainer-ca "$PKI/trainer-rotator-ca.crt")
   fi
   wait_for kube-controller-manager 60 alive_and kube-controller-manager probe "https://127.0.0.1:$KCM_PORT/healthz"
   wait_for kube-scheduler 60 alive_and kube-scheduler probe "https://127.0.0.1:$SCHED_PORT/healthz"
   wait_for jobset-controller 90 alive_and jobset-controller curl -sf --max-time 2 "http://127.0.0.1:$JOBSET_HEALTH_PORT/readyz"
+  if [[ "$TRAINER_STYLE" == rotator ]]; then
+    # its rotator reports ready only once it has injected its CA into its webhook
+    # configuration, which must therefore exist first (the runtimes come after, below)
+    "$PYTHON" "$INSTALL" --kubeconfig "$KUBECONFIG_FILE" webhooks --ca "$PKI/ca.crt" \
+      --jobset "$jobset_dir/config/components/webhook/manifests.yaml" "https://127.0.0.1:$JOBSET_WEBHOOK_PORT" \
+      --trainer "$trainer_dir/manifests/base/webhook/manifests.yaml" "https://127.0.0.1:$TRAINER_WEBHOOK_PORT" \
+      "${trainer_name[@]}" >>"$LOGS/install.log" 2>&1 || die "installing webhooks failed: $(tail -n 20 "$LOGS/install.log")"
+  fi
   wait_for trainer-controller-manager 90 alive_and trainer-controller-manager curl -sf --max-time 2 "http://127.0.0.1:$TRAINER_HEALTH_PORT/readyz"
 
   "$PYTHON" "$INSTALL" --kubeconfig "$KUBECONFIG_FILE" webhooks \

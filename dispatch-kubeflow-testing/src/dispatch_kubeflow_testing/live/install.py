@@ -171,13 +171,14 @@ def rewrite_webhooks(
 def install_webhooks(
     api: KubeApi,
     ca: Path,
-    hooks: list[tuple[str, Path, str, dict[str, str]]],
+    hooks: list[tuple[str, Path, str, dict[str, str], Path | None]],
     runtimes: list[Path],
 ) -> None:
-    """``hooks``: (prefix, manifest, url, names): each configuration is named
-    ``prefix-<its name>`` unless ``names`` gives its kind a name (one a rotator looks for)."""
-    ca_bundle = base64.b64encode(ca.read_bytes()).decode()
-    for prefix, manifest, url, names in hooks:
+    """``hooks``: (prefix, manifest, url, names, ca): each configuration is named
+    ``prefix-<its name>`` unless ``names`` gives its kind a name (one a rotator looks for),
+    and trusts ``ca`` if given (a rotator's own CA), else the script's."""
+    for prefix, manifest, url, names, own_ca in hooks:
+        ca_bundle = base64.b64encode((own_ca or ca).read_bytes()).decode()
         for doc in documents(manifest):
             done = api.apply(rewrite_webhooks(doc, prefix, url, ca_bundle, names))
             print(f"{doc['kind']} {done['metadata']['name']} -> {url}")
@@ -232,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     hooks.add_argument(
         "--trainer-validating-name", help="the Trainer's ValidatingWebhookConfiguration's name"
     )
+    hooks.add_argument("--trainer-ca", type=Path, help="the CA the Trainer's webhook serves from")
     check = sub.add_parser("ready")
     check.add_argument("--nodes", type=int, default=4)
     args = parser.parse_args(argv)
@@ -245,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             api,
             args.ca,
             [
-                ("jobset", Path(args.jobset[0]), args.jobset[1], {}),
+                ("jobset", Path(args.jobset[0]), args.jobset[1], {}, None),
                 (
                     "kubeflow-trainer",
                     Path(args.trainer[0]),
@@ -253,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
                     {"ValidatingWebhookConfiguration": args.trainer_validating_name}
                     if args.trainer_validating_name
                     else {},
+                    args.trainer_ca,
                 ),
             ],
             args.runtimes,
