@@ -49,6 +49,7 @@ def main(n: int) -> None:
                 emu.oom(name, pod=1)
             elif i % 10 == 3:
                 emu.exit(name, 3)
+    emu.settle()  # the emulated controllers act on the provocations as the real ones do
     print(
         f"{'job ids':>8} {'objects':>8} {'list calls':>10} {'other calls':>11} "
         f"{'best s':>8} {'median s':>9}"
