@@ -28,6 +28,8 @@ def cli_env(plane: ControlPlane, tmp_path: Path) -> dict[str, str]:
         "DISPATCH_STORE": f"sqlite:///{tmp_path / 'record.db'}",
         "DISPATCH_KUBEFLOW_KUBECONFIG": str(plane.kubeconfig),
         "DISPATCH_KUBEFLOW_RETRIES": "1",
+        # the running Trainer's API shape (2.1 refuses 2.2's runtimePatches)
+        "DISPATCH_KUBEFLOW_TRAINER_VERSION": ".".join(map(str, plane.trainer_version)),
         "XDG_STATE_HOME": str(tmp_path / "state"),
     }
 
