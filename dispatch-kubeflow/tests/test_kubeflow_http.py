@@ -26,6 +26,7 @@ from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
 from dispatch_kubeflow_testing.emulator import Emulator
+from dispatch_kubeflow_testing.emulator.store import RUNTIME
 
 SPEC = JobSpec(
     name="llama-ft",
@@ -140,6 +141,44 @@ def test_create_denied_by_the_webhook_is_refused_422_with_its_words(
         backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
     assert refused.value.detail == words
     assert emulator.names() == []
+
+
+#: the real Trainer webhook's words for a runtime its informer cache has not seen yet
+NOT_SEEN = (
+    'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
+    'spec.runtimeRef: Invalid value: {"name":"%s","kind":"TrainingRuntime"}: specified '
+    "trainingRuntime must be created before the TrainJob is created"
+)
+
+
+def test_create_waits_for_the_webhook_to_see_the_runtime_copy_it_just_made(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
+    """The live tier's race (the webhook validates runtimeRef against its cache): the
+    denial of a copy made a moment before is tried again, and the submit succeeds."""
+    emulator.inject(422, "Invalid", NOT_SEEN % "llama-ft", times=2, resource="trainjobs")
+    object_id = backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
+    creates = [r for r in emulator.log.entries if (r.verb, r.resource) == ("create", "trainjobs")]
+    assert len(creates) == 3  # two denied, the third created
+    assert emulator.names() == [name_of(object_id)]
+
+
+def test_a_runtime_the_webhook_never_sees_is_refused_with_its_words_and_the_copy_dropped(
+    make_backend: Callable[..., KubeflowBackend],
+    emulator: Emulator,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dispatch_kubeflow import backend as module
+
+    monkeypatch.setattr(module, "RUNTIME_CACHE_WAIT", 0.5)
+    words = NOT_SEEN % "llama-ft"
+    emulator.inject(422, "Invalid", words, times=100, resource="trainjobs")
+    with pytest.raises(SubmitRefused) as refused:
+        make_backend().dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
+    assert refused.value.detail == words
+    assert emulator.names() == []
+    with emulator.store.lock:
+        assert list(emulator.store.items(RUNTIME, "default")) == []  # the copy is dropped
 
 
 def test_version_mismatch_is_a_400_not_a_silently_pruned_field(

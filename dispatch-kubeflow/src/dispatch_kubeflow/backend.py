@@ -26,6 +26,7 @@ This module is the entry point (``dispatch.backends: kubeflow``), so it stays li
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -239,7 +240,7 @@ class KubeflowBackend:
                 if exc.status != 409:  # 409: a retried submit made it already
                     raise SubmitRefused(exc.message) from exc
         try:
-            created = kube.create_trainjob(body)
+            created = self._create_trainjob(body)
         except ApiRefused as exc:
             if self.config.runtime_copy and exc.status != 409:
                 self._drop_copy(kube.namespace, name)
@@ -247,6 +248,25 @@ class KubeflowBackend:
         if self.config.runtime_copy:
             self._own_copy(kube.namespace, name, created)
         return tags.object_id(kube.namespace, name)
+
+    def _create_trainjob(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create the TrainJob, waiting out the Trainer webhook's view of a runtime copy made
+        a moment before: the webhook checks ``spec.runtimeRef`` against its informer cache,
+        which may not have seen the copy yet, and denies the create (found on the live
+        tier). Only that denial, for a copy this submit made, is tried again, for at most
+        :data:`RUNTIME_CACHE_WAIT` seconds; any other refusal is final at once."""
+        deadline = time.monotonic() + RUNTIME_CACHE_WAIT
+        pause = 0.1
+        while True:
+            try:
+                return self.kube.create_trainjob(body)
+            except ApiRefused as exc:
+                if not (self.config.runtime_copy and _copy_not_seen_yet(exc)):
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def _own_copy(self, namespace: str, name: str, trainjob: dict[str, Any]) -> None:
         """The runtime copy is the TrainJob's dependent, so the garbage collector removes
@@ -449,3 +469,14 @@ class KubeflowBackend:
             if keep:
                 self._keep(ev.namespace, ev.name, keep)
         return Discovery(backend=NAME, at=at, objects=tuple(objects))
+
+
+#: how long a submit waits for the Trainer's webhook to see the runtime copy it just made
+RUNTIME_CACHE_WAIT = 10.0
+
+
+def _copy_not_seen_yet(exc: ApiRefused) -> bool:
+    """The Trainer webhook's denial of a TrainJob whose TrainingRuntime it has not seen
+    ("specified trainingRuntime must be created before the TrainJob is created")."""
+    words = exc.message.lower()
+    return "validator.trainjob.trainer.kubeflow.org" in words and "runtimeref" in words
