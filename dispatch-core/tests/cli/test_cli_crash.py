@@ -33,9 +33,14 @@ def test_supervisor_killed_at_each_step_loses_nothing_S34(
 ) -> None:
     marker = machine.root / "ran"
     runs = machine.root / "runs"
+    go = machine.root / "go"
     script = machine.root / "flaky.sh"
+    # the first run fails only once the test says so (`go`), just before a supervisor that
+    # crashes: so that supervisor, not the one picking up after it, sees the failure and
+    # dies in the recovery, however slowly the machine starts each CLI process
     script.write_text(
-        f"echo run >> {runs}\n[ -e {marker} ] && exit 0\ntouch {marker}\nsleep 2\nexit 1\n"
+        f"echo run >> {runs}\n[ -e {marker} ] && exit 0\ntouch {marker}\n"
+        f"while [ ! -e {go} ]; do sleep 0.05; done\nexit 1\n"
     )
     policy = machine.root / "p.toml"
     policy.write_text('[[rule]]\non = ["non-zero-exit"]\naction = "resubmit"\nbudget = 2\n')
@@ -43,7 +48,9 @@ def test_supervisor_killed_at_each_step_loses_nothing_S34(
 
     crashes = 0
     status: dict[str, Any] = {}
-    for _ in range(200):
+    for iteration in range(200):
+        if (crashes or iteration >= 5) and not go.exists():
+            go.touch()
         # a supervisor that dies at the step, then one that must pick up the pieces
         out = machine.run("supervise", "--once", "--lease", "0.5", crash=[step])
         if out.returncode == -9:
