@@ -10,7 +10,8 @@ This module is the entry point (``dispatch.backends: kubeflow``), so it stays li
   ``suspend``, a gated TrainJob is created without the queue-name label (Kueue ignores it)
   and opening the gate adds the label: Kueue then admits and resumes it.
 - stop: the stop's cause is written on the object, then a Foreground delete (the
-  TrainJob stays listed until its pods are gone, which is what the gate fence needs);
+  TrainJob stays listed until its pods are gone, which is what the gate fence needs;
+  asked again of a TrainJob still being deleted, a Background one, see ``_propagation``);
   pods stuck on a NotReady node are force-deleted so the delete finishes. 404 = done.
 - discover: one list per kind (TrainJobs, JobSets, Jobs, Pods; Nodes and Kueue Workloads
   when needed) for any number of jobs; classification in :mod:`dispatch_kubeflow.classify`.
@@ -330,7 +331,7 @@ class KubeflowBackend:
             kube.patch_trainjob(
                 namespace, name, {"metadata": {"annotations": {tags.STOP: cause.model_dump_json()}}}
             )
-            kube.delete_trainjob(namespace, name, "Foreground")
+            kube.delete_trainjob(namespace, name, _propagation(kube.get_trainjob(namespace, name)))
         except ApiRefused as exc:
             if exc.status != 404:
                 raise
@@ -469,6 +470,18 @@ class KubeflowBackend:
             if keep:
                 self._keep(ev.namespace, ev.name, keep)
         return Discovery(backend=NAME, at=at, objects=tuple(objects))
+
+
+def _propagation(trainjob: dict[str, Any]) -> str:
+    """Foreground the first time (the TrainJob stays listed until its pods are gone);
+    Background when it is asked again of a TrainJob already being deleted. The real
+    Trainer (2.2.0) re-creates the JobSet of a TrainJob under Foreground deletion whenever
+    the garbage collector has removed it, so under load the deletion can go round for
+    ever (found on the live tier); a second delete with Background replaces the
+    ``foregroundDeletion`` finalizer and lets the TrainJob go, and the collector then
+    removes what is left. Pods still running keep the object alive meanwhile (S-28)."""
+    deleting = (trainjob.get("metadata") or {}).get("deletionTimestamp")
+    return "Background" if deleting else "Foreground"
 
 
 #: how long a submit waits for the Trainer's webhook to see the runtime copy it just made

@@ -281,7 +281,11 @@ class LiveDriver:
         self._preemptors.clear()
         for tj in self.api.list("TrainJob", self.namespace, selector):
             try:
-                self.api.delete("TrainJob", tj["metadata"]["name"], self.namespace)
+                # Background, said explicitly: it also releases a TrainJob stuck in a
+                # Foreground deletion the real Trainer keeps re-creating the JobSet of
+                self.api.delete(
+                    "TrainJob", tj["metadata"]["name"], self.namespace, propagation="Background"
+                )
             except ApiError as exc:
                 if exc.status != 404:
                     raise
