@@ -287,6 +287,24 @@ def test_ungated_under_kueue_waits_for_quota(
 # -- stop ----------------------------------------------------------------------------
 
 
+def test_a_stop_asked_again_while_the_trainjob_is_being_deleted_deletes_it_background(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
+    """S-28/S-30: the live tier's endless Foreground deletion (the real Trainer re-creates
+    the JobSet while the garbage collector removes it): the core asks the stop again while
+    the object still shows alive, and that second delete is Background, which lets the
+    TrainJob go; its pods still end before the object is absent."""
+    object_id = backend.dispatch_submit(job_id="job-s", submission=1, spec=SPEC, gated=False)
+    backend.dispatch_stop(object_id=object_id, cause=CANCEL)
+    assert emulator.trainjob(name_of(object_id))["metadata"].get("deletionTimestamp")
+    backend.dispatch_stop(object_id=object_id, cause=CANCEL)
+    deletes = [r.body["propagationPolicy"] for r in emulator.log.entries if r.verb == "delete"]
+    assert deletes[:2] == ["Foreground", "Background"]
+    emulator.settle()
+    assert backend.dispatch_discover(job_ids=["job-s"]).objects == ()
+    assert emulator.pods(name_of(object_id)) == []
+
+
 def test_stop_records_why_then_deletes_in_foreground_and_is_idempotent(
     backend: KubeflowBackend, emulator: Emulator
 ) -> None:
