@@ -154,7 +154,7 @@ NOT_SEEN = (
 def test_create_waits_for_the_webhook_to_see_the_runtime_copy_it_just_made(
     backend: KubeflowBackend, emulator: Emulator
 ) -> None:
-    """The live tier's race (the webhook validates runtimeRef against its cache): the
+    """S-30: the live tier's race (the webhook validates runtimeRef against its cache): the
     denial of a copy made a moment before is tried again, and the submit succeeds."""
     emulator.inject(422, "Invalid", NOT_SEEN % "llama-ft", times=2, resource="trainjobs")
     object_id = backend.dispatch_submit(job_id="job-1", submission=1, spec=SPEC, gated=False)
@@ -168,6 +168,8 @@ def test_a_runtime_the_webhook_never_sees_is_refused_with_its_words_and_the_copy
     emulator: Emulator,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """S-30: a denial that never clears is a refusal with the webhook's words, and the
+    runtime copy made for it is removed (nothing is left behind)."""
     from dispatch_kubeflow import backend as module
 
     monkeypatch.setattr(module, "RUNTIME_CACHE_WAIT", 0.5)
