@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dispatch-core" / "
 from core_bench import World, cause, policy
 from dispatch import Action, CauseKind, fold
 from dispatch.core.folding import forget as forget_transitions
-from dispatch.events import decode_event, encode_event
+from dispatch.model.events import decode_event, encode_event
 from dispatch.store.codec import collector_paused, decode_body, forget
 
 

@@ -26,7 +26,7 @@ import time
 import uuid
 from pathlib import Path
 
-from dispatch.events import Event
+from dispatch.model.events import Event
 from dispatch.store import open_store
 from dispatch.store.base import Batch
 

@@ -59,8 +59,12 @@ def main() -> None:
     object_ids = []
     for i, job in enumerate(job_ids):
         failing = every and i % every == every - 1
-        spec = JobSpec(command=fails if failing else ("true",), workdir=workdir,
-                       resources=Resources(nodes=2 + i % 3), options={"output": "/dev/null"})
+        spec = JobSpec(
+            command=fails if failing else ("true",),
+            workdir=workdir,
+            resources=Resources(nodes=2 + i % 3),
+            options={"output": "/dev/null"},
+        )
         object_ids.append(backend.dispatch_submit(job, 1, spec, False))
     submit_s = time.perf_counter() - t0
     ticks_while_running: list[dict[str, int]] = []
@@ -68,8 +72,9 @@ def main() -> None:
         before = dict(backend.runner.calls_by_command)
         found = backend.dispatch_discover(job_ids)
         after = backend.runner.calls_by_command
-        ticks_while_running.append({k: after[k] - before.get(k, 0) for k in after
-                                    if after[k] - before.get(k, 0)})
+        ticks_while_running.append(
+            {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}
+        )
         if len(found.objects) == args.jobs and all(not o.alive for o in found.objects):
             break
         time.sleep(2)
@@ -82,8 +87,16 @@ def main() -> None:
         return len(backend.dispatch_discover(job_ids).objects)
 
     def bare_way() -> int:
-        sq = bare.run(["squeue", "-h", "--states=all", "-j", ids,
-                       "--Format=" + ",".join(f"{f}:|" for f in SQUEUE_FIELDS)])
+        sq = bare.run(
+            [
+                "squeue",
+                "-h",
+                "--states=all",
+                "-j",
+                ids,
+                "--Format=" + ",".join(f"{f}:|" for f in SQUEUE_FIELDS),
+            ]
+        )
         sa = bare.run(["sacct", "-P", "-n", "-X", "-D", "-j", ids, "-o", ",".join(SACCT_FIELDS)])
         return len(sq.stdout.splitlines()) + len(sa.stdout.splitlines())
 
@@ -98,9 +111,11 @@ def main() -> None:
     before_by = dict(backend.runner.calls_by_command)
     t_dispatch, n_dispatch = timed(dispatch_way, args.repeat)
     dispatch_calls = (backend.runner.calls - before) / args.repeat
-    ended_tick = {k: (v - before_by.get(k, 0)) // args.repeat
-                  for k, v in backend.runner.calls_by_command.items()
-                  if v - before_by.get(k, 0)}
+    ended_tick = {
+        k: (v - before_by.get(k, 0)) // args.repeat
+        for k, v in backend.runner.calls_by_command.items()
+        if v - before_by.get(k, 0)
+    }
     before = bare.calls
     t_bare, _ = timed(bare_way, args.repeat)
     bare_calls = (bare.calls - before) / args.repeat
@@ -108,13 +123,17 @@ def main() -> None:
     t_per_job, n_per_job = timed(per_job_way, 1)
     per_job_calls = bare.calls - before
 
-    print(f"Slurm discovery benchmark: {args.jobs} ended jobs of 2-4 nodes "
-          f"({sum(1 for i in range(args.jobs) if every and i % every == every - 1)} with a "
-          f"failing rank), median of {args.repeat} (per-job: 1 run); submitting them took "
-          f"{submit_s:.1f} s")
-    print(f"calls per tick, ended: {ended_tick}; while they ran: "
-          f"{ticks_while_running[:3]}... ({len(ticks_while_running)} ticks); "
-          f"endings attributed to a node: {attributed}")
+    print(
+        f"Slurm discovery benchmark: {args.jobs} ended jobs of 2-4 nodes "
+        f"({sum(1 for i in range(args.jobs) if every and i % every == every - 1)} with a "
+        f"failing rank), median of {args.repeat} (per-job: 1 run); submitting them took "
+        f"{submit_s:.1f} s"
+    )
+    print(
+        f"calls per tick, ended: {ended_tick}; while they ran: "
+        f"{ticks_while_running[:3]}... ({len(ticks_while_running)} ticks); "
+        f"endings attributed to a node: {attributed}"
+    )
     print(f"{'way':<38}{'wall s':>9}{'calls':>8}{'ratio':>9}")
     rows = [
         ("dispatch discovery (squeue -n + sacct)", t_dispatch, dispatch_calls),
@@ -123,9 +142,11 @@ def main() -> None:
     ]
     for name, seconds, calls in rows:
         print(f"{name:<38}{seconds:>9.3f}{calls:>8.0f}{seconds / t_bare:>8.2f}x")
-    print(f"dispatch / bare = {t_dispatch / t_bare:.2f}x (target <= 1.3x); "
-          f"per-job / dispatch = {t_per_job / t_dispatch:.1f}x; objects found: {n_dispatch}, "
-          f"per-job states: {n_per_job}")
+    print(
+        f"dispatch / bare = {t_dispatch / t_bare:.2f}x (target <= 1.3x); "
+        f"per-job / dispatch = {t_per_job / t_dispatch:.1f}x; objects found: {n_dispatch}, "
+        f"per-job states: {n_per_job}"
+    )
     shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -32,11 +32,11 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 
-from dispatch.declarations import Declarations
-from dispatch.enums import CauseKind
-from dispatch.events import Event, JobCreated, SubmissionRequested
-from dispatch.policy import Plan, RecoveryPolicy, Rule
-from dispatch.spec import JobSpec
+from dispatch.core.policy import Plan, RecoveryPolicy, Rule
+from dispatch.model.declarations import Declarations
+from dispatch.model.enums import CauseKind
+from dispatch.model.events import Event, JobCreated, SubmissionRequested
+from dispatch.model.spec import JobSpec
 from dispatch.store.base import Batch, RecordStore
 from dispatch.store.postgres import PostgresStore
 from dispatch.store.sqlite import SQLiteStore

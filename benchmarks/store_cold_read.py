@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from dispatch import Action, CauseKind, JobSpec, Plan, Provenance, RecoveryPolicy, Rule
-from dispatch.cause import Cause
+from dispatch.core.cause import Cause
 from dispatch.core.folding import fold
 from dispatch.core.folding import forget as forget_transitions
-from dispatch.declarations import Declarations
-from dispatch.enums import Capability, Enforcer
-from dispatch.events import (
+from dispatch.model.declarations import Declarations
+from dispatch.model.enums import Capability, Enforcer
+from dispatch.model.events import (
     Event,
     JobCreated,
     RecoveryStarted,

@@ -34,9 +34,14 @@ from datetime import timedelta
 from pathlib import Path
 
 from dispatch import Action, CauseKind, JobSpec, Plan, Provenance, RecoveryPolicy, Registry, Rule
-from dispatch.cause import Cause
-from dispatch.enums import Enforcer
-from dispatch.events import JobCreated, RecoveryStarted, SubmissionCreated, SubmissionRequested
+from dispatch.core.cause import Cause
+from dispatch.model.enums import Enforcer
+from dispatch.model.events import (
+    JobCreated,
+    RecoveryStarted,
+    SubmissionCreated,
+    SubmissionRequested,
+)
 from dispatch.store import open_store
 from dispatch.store.base import Batch, RecordStore
 from dispatch.supervisor import Supervisor

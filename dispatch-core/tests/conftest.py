@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
-from dispatch.cause import Cause
-from dispatch.declarations import Declarations
-from dispatch.enums import CauseKind, Provenance, State
-from dispatch.events import (
+from dispatch.core.cause import Cause
+from dispatch.core.policy import Plan, RecoveryPolicy, Rule
+from dispatch.model.declarations import Declarations
+from dispatch.model.enums import CauseKind, Provenance, State
+from dispatch.model.events import (
     Event,
     HoldPlaced,
     JobCreated,
@@ -31,8 +32,7 @@ from dispatch.events import (
     SubmissionCreated,
     SubmissionRequested,
 )
-from dispatch.policy import Plan, RecoveryPolicy, Rule
-from dispatch.spec import JobSpec
+from dispatch.model.spec import JobSpec
 from dispatch.store.base import RecordStore
 from dispatch.store.postgres import PostgresStore
 from dispatch.store.sqlite import SQLiteStore

@@ -26,8 +26,8 @@ from dispatch import (
     fold,
     project,
 )
-from dispatch.effects import Append, Effect, OpenGate, Stop, Submit
-from dispatch.events import Event, JobCreated, SubmissionCreated
+from dispatch.core.effects import Append, Effect, OpenGate, Stop, Submit
+from dispatch.model.events import Event, JobCreated, SubmissionCreated
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 import yaml
 from dispatch import JobSpec, Resources
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.kube import LOG_CHUNK

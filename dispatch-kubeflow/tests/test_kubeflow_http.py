@@ -20,7 +20,7 @@ from dispatch import (
     SubmitRefused,
     Unreachable,
 )
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 from dispatch_kubeflow import launch, tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig

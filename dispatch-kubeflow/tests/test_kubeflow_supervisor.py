@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from dispatch import Action, CauseKind, JobSpec, RecoveryPolicy, Registry, Resources, Rule, State
-from dispatch.jobs import create_job, status_of
+from dispatch.job_records import create_job, status_of
 from dispatch.store import open_store
 from dispatch.supervisor import Supervisor
 from dispatch_kubeflow.backend import KubeflowBackend

@@ -38,8 +38,13 @@ def test_own_cluster_mode_declares_the_destructive_scenarios_not_provokable() ->
         "assert all('own-cluster mode never' in missing[s] for s in _DESTRUCTIVE)\n"
         "print(sorted(missing))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=dict(os.environ, DISPATCH_SLURM_KIT="own-cluster"), timeout=60,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, DISPATCH_SLURM_KIT="own-cluster"),
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "node-lost" in done.stdout

@@ -22,11 +22,18 @@ class RecordingRunner(Runner):
         super().__init__()
         self.outputs: dict[str, str] = {}
 
-    def run(self, argv: Sequence[str], *, stdin: str | None = None,
-            env: Mapping[str, str] | None = None, check_unreachable: bool = True,
-            inherit_env: bool = True) -> Result:
-        result = super().run(argv, stdin=stdin, env=env, check_unreachable=check_unreachable,
-                             inherit_env=inherit_env)
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        check_unreachable: bool = True,
+        inherit_env: bool = True,
+    ) -> Result:
+        result = super().run(
+            argv, stdin=stdin, env=env, check_unreachable=check_unreachable, inherit_env=inherit_env
+        )
         name = "steps" if argv[0] == "sacct" and "-j" in argv else argv[0]
         self.outputs[name] = result.stdout
         return result

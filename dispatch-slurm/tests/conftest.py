@@ -29,8 +29,9 @@ def slurm_cluster() -> str:
         started = start()
     except ClusterError as exc:
         pytest.fail(str(exc), pytrace=False)
-    sinfo = subprocess.run(["sinfo", "-h", "-o", "%P %a %T"], capture_output=True, text=True,
-                           timeout=60, check=False)
+    sinfo = subprocess.run(
+        ["sinfo", "-h", "-o", "%P %a %T"], capture_output=True, text=True, timeout=60, check=False
+    )
     if sinfo.returncode != 0 or not sinfo.stdout.strip():
         pytest.fail(f"sinfo cannot reach the Slurm controller: {sinfo.stderr}", pytrace=False)
     cgroup = [line for line in started.splitlines() if "cgroup-memory-enforcement" in line]

@@ -24,9 +24,16 @@ def _discover(prefix: str, *job_ids: str, steps: bool = True):
     def text(ext: str) -> str:
         path = DATA / f"{prefix}.{ext}"
         return path.read_text() if path.exists() else ""
-    objects = build_objects(text("squeue"), text("sacct"), None, set(job_ids), AT,
-                            steps_text=text("steps") if steps else "",
-                            events_text=text("sacctmgr") if steps else "")
+
+    objects = build_objects(
+        text("squeue"),
+        text("sacct"),
+        None,
+        set(job_ids),
+        AT,
+        steps_text=text("steps") if steps else "",
+        events_text=text("sacctmgr") if steps else "",
+    )
     return {o.job_id: o for o in objects}
 
 
@@ -63,8 +70,11 @@ def test_only_failed_endings_ask_for_step_rows_and_only_node_failures_for_events
 @pytest.mark.parametrize("job_suffix,node", [("other", "node2"), ("batch", "node3")])
 def test_a_lost_node_is_named_from_slurmdbd_node_events_S42(job_suffix: str, node: str) -> None:
     sacct = (DATA / "node-lost.sacct").read_text()
-    job = next(line.split("|")[1][4:] for line in sacct.splitlines()
-               if line.split("|")[1].endswith(job_suffix))
+    job = next(
+        line.split("|")[1][4:]
+        for line in sacct.splitlines()
+        if line.split("|")[1].endswith(job_suffix)
+    )
     obj = _discover("node-lost", job)[job]
     assert obj.cause.kind is CauseKind.NODE_LOST
     assert obj.cause.nodes == (node,)
@@ -76,16 +86,19 @@ def test_a_failure_waits_for_the_records_that_name_its_node_then_settles_S42() -
     finishing (so the ending is recorded once, attributed); 30 s later as it stands."""
     text = {ext: (DATA / f"rank-failures.{ext}").read_text() for ext in ("squeue", "sacct")}
     ended = datetime.fromisoformat("2026-12-01T08:07:44").astimezone()
-    soon = build_objects(text["squeue"], text["sacct"], None, {"s-856d42-oom"},
-                         ended + timedelta(seconds=5))
+    soon = build_objects(
+        text["squeue"], text["sacct"], None, {"s-856d42-oom"}, ended + timedelta(seconds=5)
+    )
     assert soon[0].phase is Phase.RUNNING and soon[0].cause is None
-    late = build_objects(text["squeue"], text["sacct"], None, {"s-856d42-oom"},
-                         ended + timedelta(seconds=31))
+    late = build_objects(
+        text["squeue"], text["sacct"], None, {"s-856d42-oom"}, ended + timedelta(seconds=31)
+    )
     assert late[0].phase is Phase.ENDED and late[0].cause.kind is CauseKind.OUT_OF_MEMORY
 
 
 def test_docs_hold_the_step_table_as_the_code_has_it_S42() -> None:
     from dispatch_slurm.attribute import render_markdown
+
     docs = (Path(__file__).parents[1] / "docs" / "mapping.md").read_text()
     assert render_markdown() in docs, "docs/mapping.md is stale: see its attribution section"
 

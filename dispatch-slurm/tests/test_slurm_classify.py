@@ -35,15 +35,28 @@ def squeue_view(scenario: str, gated: bool = False) -> Answer:
     state, reason = row[SQ].split("|", 1)
     _, _, exit_code, restarts = row[SC].split("|")
     derived = row[SA_SETTLED].split("|")[3]
-    return Answer(source="squeue", state=state, reason=reason, exit=parse_exit_pair(exit_code),
-                  derived=parse_exit_pair(derived), restarts=int(restarts), gated=gated)
+    return Answer(
+        source="squeue",
+        state=state,
+        reason=reason,
+        exit=parse_exit_pair(exit_code),
+        derived=parse_exit_pair(derived),
+        restarts=int(restarts),
+        gated=gated,
+    )
 
 
 def sacct_view(scenario: str, column: str = SA_SETTLED) -> Answer:
     state, _stale_reason, exit_code, derived = ROWS[scenario][column].split("|")
     by = int(state.split(" by ")[1]) if " by " in state else None
-    return Answer(source="sacct", state=state.split(" by ")[0], exit=parse_exit_pair(exit_code),
-                  derived=parse_exit_pair(derived), cancelled_by=by, raw_state=state)
+    return Answer(
+        source="sacct",
+        state=state.split(" by ")[0],
+        exit=parse_exit_pair(exit_code),
+        derived=parse_exit_pair(derived),
+        cancelled_by=by,
+        raw_state=state,
+    )
 
 
 def timeline_view(name: str, line: int, job: str) -> Answer:
@@ -71,8 +84,14 @@ CASES = [
     ("script SIGKILLed", squeue_view("batch-killed-by-SIGKILL"), E, K.NON_ZERO_EXIT, APP, 137),
     ("script SIGTERMed", squeue_view("batch-killed-by-SIGTERM"), E, K.NON_ZERO_EXIT, APP, 143),
     ("script SIGKILLed sacct", sacct_view("batch-killed-by-SIGKILL"), E, K.NON_ZERO_EXIT, APP, 137),
-    ("srun step SIGKILL rc", squeue_view("srun-step-SIGKILL-rc-propagated"), E, K.NON_ZERO_EXIT,
-     APP, 137),
+    (
+        "srun step SIGKILL rc",
+        squeue_view("srun-step-SIGKILL-rc-propagated"),
+        E,
+        K.NON_ZERO_EXIT,
+        APP,
+        137,
+    ),
     ("srun step SIGKILL exit0", squeue_view("srun-step-SIGKILL-batch-exit0"), E, K.NONE, APP, None),
     ("command not found", squeue_view("command-not-found-127"), E, K.NON_ZERO_EXIT, APP, 127),
     ("scancel running", squeue_view("scancel-running"), E, K.CANCELLED, ACT, None),
@@ -100,10 +119,22 @@ CASES = [
     ("timeout", squeue_view("timeout"), E, K.TIME_LIMIT, SCH, None),
     ("timeout sacct", sacct_view("timeout"), E, K.TIME_LIMIT, SCH, None),
     ("deadline", squeue_view("deadline"), E, K.TIME_LIMIT, SCH, None),
-    ("preempted requeue pending", squeue_view("preempt-requeue-victim-pending"), P, K.REQUEUED,
-     SCH, None),
-    ("preempted requeue history", history_view("preempt-requeue-victim-final"), E, K.PREEMPTED,
-     SCH, None),
+    (
+        "preempted requeue pending",
+        squeue_view("preempt-requeue-victim-pending"),
+        P,
+        K.REQUEUED,
+        SCH,
+        None,
+    ),
+    (
+        "preempted requeue history",
+        history_view("preempt-requeue-victim-final"),
+        E,
+        K.PREEMPTED,
+        SCH,
+        None,
+    ),
     ("preempted cancel", squeue_view("preempt-cancel"), E, K.PREEMPTED, SCH, None),
     ("preempted cancel sacct", sacct_view("preempt-cancel"), E, K.PREEMPTED, SCH, None),
     ("node down requeued", squeue_view("node-down-requeue-job"), P, K.REQUEUED, SCH, None),
@@ -111,33 +142,83 @@ CASES = [
     ("node down no requeue", squeue_view("node-down-norequeue-job"), E, K.NODE_LOST, SCH, None),
     ("slurmd killed", squeue_view("slurmd-killed-node-not-responding"), E, K.NODE_LOST, SCH, None),
     ("scontrol requeue history", history_view("scontrol-requeue-final"), P, K.REQUEUED, SCH, None),
-    ("running while draining", squeue_view("drain-running-job-while-draining"), R, None, None,
-     None),
-    ("running after ctld restart", squeue_view("ctld-down-job-still-running-after-restart"), R,
-     None, None, None),
+    (
+        "running while draining",
+        squeue_view("drain-running-job-while-draining"),
+        R,
+        None,
+        None,
+        None,
+    ),
+    (
+        "running after ctld restart",
+        squeue_view("ctld-down-job-still-running-after-restart"),
+        R,
+        None,
+        None,
+        None,
+    ),
     ("boot fail", squeue_view("boot-fail"), E, K.LAUNCH_FAILED, SCH, None),
     ("boot fail sacct", sacct_view("boot-fail"), E, K.LAUNCH_FAILED, SCH, None),
-    ("preemptor waits for resources", timeline_view("preempt-requeue.timeline", 1, "34"), P,
-     None, None, None),
+    (
+        "preemptor waits for resources",
+        timeline_view("preempt-requeue.timeline", 1, "34"),
+        P,
+        None,
+        None,
+        None,
+    ),
     # slurmd-killed.timeline: "RUNNING|None node=mixed*" (sinfo's * = not responding)
-    ("running on a not-responding node",
-     Answer(source="squeue", state="RUNNING", reason="None",
-            lost_nodes="sinfo: Node=vm State=mixed* Reason=none"), R, K.NODE_LOST, SCH, None),
+    (
+        "running on a not-responding node",
+        Answer(
+            source="squeue",
+            state="RUNNING",
+            reason="None",
+            lost_nodes="sinfo: Node=vm State=mixed* Reason=none",
+        ),
+        R,
+        K.NODE_LOST,
+        SCH,
+        None,
+    ),
     # not seen on this cluster: answers a later Slurm or another site could give
-    ("unknown pending reason", Answer(source="squeue", state="PENDING", reason="SomeNewReason"),
-     P, K.UNKNOWN, SCH, None),
-    ("requeue hold state", Answer(source="squeue", state="REQUEUE_HOLD", reason="None"), H,
-     K.HELD, SCH, None),
+    (
+        "unknown pending reason",
+        Answer(source="squeue", state="PENDING", reason="SomeNewReason"),
+        P,
+        K.UNKNOWN,
+        SCH,
+        None,
+    ),
+    (
+        "requeue hold state",
+        Answer(source="squeue", state="REQUEUE_HOLD", reason="None"),
+        H,
+        K.HELD,
+        SCH,
+        None,
+    ),
     ("revoked", Answer(source="squeue", state="REVOKED", reason="None"), E, K.UNKNOWN, SCH, None),
-    ("unknown state word", Answer(source="squeue", state="NEW_STATE", reason="None"), R,
-     K.UNKNOWN, SCH, None),
+    (
+        "unknown state word",
+        Answer(source="squeue", state="NEW_STATE", reason="None"),
+        R,
+        K.UNKNOWN,
+        SCH,
+        None,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("answer", "phase", "kind", "provenance", "exit_code"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_each_captured_answer_maps_to_its_row_S2_S3(answer, phase, kind, provenance,
-                                                    exit_code) -> None:
+@pytest.mark.parametrize(
+    ("answer", "phase", "kind", "provenance", "exit_code"),
+    [c[1:] for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_each_captured_answer_maps_to_its_row_S2_S3(
+    answer, phase, kind, provenance, exit_code
+) -> None:
     verdict = classify(answer)
     assert verdict.phase is phase
     if kind is None:
@@ -145,7 +226,10 @@ def test_each_captured_answer_maps_to_its_row_S2_S3(answer, phase, kind, provena
         return
     assert verdict.cause is not None
     assert (verdict.cause.kind, verdict.cause.provenance, verdict.cause.exit_code) == (
-        kind, provenance, exit_code)
+        kind,
+        provenance,
+        exit_code,
+    )
     assert answer.state in verdict.cause.detail  # Slurm's words, verbatim (S-2)
 
 

@@ -39,8 +39,9 @@ DATA = Path(__file__).resolve().parent / "data"
 AT = datetime(2026, 12, 1, tzinfo=UTC)
 #: per input: at most this much memory allocated at once
 MAX_BYTES = 32 * 1024 * 1024
-FUZZ = settings(max_examples=300, deadline=timedelta(seconds=2),
-                suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=300, deadline=timedelta(seconds=2), suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def _lines(*names: str) -> list[str]:
@@ -59,9 +60,30 @@ STEPS = _lines("multinode/*.steps")
 EVENTS = _lines("multinode/*.sacctmgr")
 
 #: text that broke parsers before: non-ASCII digits, negative counts, huge ranges
-NASTY = st.sampled_from(["²", "-1", "n[x-1]", "n[1-100000000]", "9" * 5000, "", "|", "[",
-                         "]", "by", "None assigned", "(null)", "\x00", "１", "٣:0", "0:²",
-                         "2026-13-45T99:99:99", "9999-12-31T23:59:59", "1" * 40, "%ZZ"])
+NASTY = st.sampled_from(
+    [
+        "²",
+        "-1",
+        "n[x-1]",
+        "n[1-100000000]",
+        "9" * 5000,
+        "",
+        "|",
+        "[",
+        "]",
+        "by",
+        "None assigned",
+        "(null)",
+        "\x00",
+        "１",
+        "٣:0",
+        "0:²",
+        "2026-13-45T99:99:99",
+        "9999-12-31T23:59:59",
+        "1" * 40,
+        "%ZZ",
+    ]
+)
 TEXT = st.one_of(NASTY, st.text(max_size=40))
 
 
@@ -148,16 +170,15 @@ def test_sacct_lines_parse_or_raise_the_documented_error_S36(data) -> None:
 @FUZZ
 @given(st.data())
 def test_step_and_event_answers_never_break_attribution_S42(data) -> None:
-    steps = "\n".join(_mutate(line, data) if data.draw(st.booleans()) else line
-                      for line in STEPS)
-    events = "\n".join(_mutate(line, data) if data.draw(st.booleans()) else line
-                       for line in EVENTS)
+    steps = "\n".join(_mutate(line, data) if data.draw(st.booleans()) else line for line in STEPS)
+    events = "\n".join(_mutate(line, data) if data.draw(st.booleans()) else line for line in EVENTS)
     _bounded(lambda: parse_steps(steps))
     _bounded(lambda: parse_events(events))
     found = parse_attribution(steps, events)  # per line: never raises
     for object_id, incarnation in found.steps:
-        cause = Cause(kind=data.draw(st.sampled_from(list(CauseKind))),
-                      provenance=Provenance.SCHEDULER)
+        cause = Cause(
+            kind=data.draw(st.sampled_from(list(CauseKind))), provenance=Provenance.SCHEDULER
+        )
         attribute(cause, object_id, incarnation, ("node1", "node2"), None, None, found)
 
 
@@ -176,10 +197,14 @@ def test_sinfo_times_counts_and_tags_parse_or_raise_the_documented_error_S36(dat
 
 
 @FUZZ
-@given(layout=st.text(max_size=200), rank=st.one_of(st.none(), st.integers(-3, 10**12)),
-       node=st.one_of(st.none(), st.text(max_size=10)))
-def test_a_damaged_log_layout_is_read_or_refused_clearly_S46(tmp_path_factory, layout, rank,
-                                                             node) -> None:
+@given(
+    layout=st.text(max_size=200),
+    rank=st.one_of(st.none(), st.integers(-3, 10**12)),
+    node=st.one_of(st.none(), st.text(max_size=10)),
+)
+def test_a_damaged_log_layout_is_read_or_refused_clearly_S46(
+    tmp_path_factory, layout, rank, node
+) -> None:
     directory = tmp_path_factory.mktemp("logs")
     (directory / "layout").write_text(layout)
     _bounded(lambda: b"".join(read_logs(directory, "stdout", node, rank, 0)))

@@ -14,7 +14,8 @@ def _spec(**kw) -> JobSpec:
 
 
 def test_a_command_runs_through_the_wrapper_with_appended_per_submission_output_S46(
-        monkeypatch, tmp_path) -> None:
+    monkeypatch, tmp_path
+) -> None:
     monkeypatch.setenv("DISPATCH_SLURM_LOG_DIR", str(tmp_path))
     argv = sbatch_argv("job/1", 2, _spec(), False, "/tmp/w.sh")
     logs = tmp_path / "job-job%2F1" / "submission-2"
@@ -30,13 +31,16 @@ def test_exclude_nodes_become_sbatch_exclude_S43() -> None:
     assert not [a for a in sbatch_argv("j", 1, _spec(), False, "s") if a.startswith("--excl")]
 
 
-@pytest.mark.parametrize("spec,words", [
-    (JobSpec(script="#!/bin/sh\n", launcher=Launcher.TORCHRUN), "torchrun starts a command"),
-    (_spec(exclude_nodes=frozenset({"node[1-2]"})), "exclude node 'node[1-2]'"),
-    (_spec(options={"sbatch_args": "--exclude=node3"}), "may not set --exclude"),
-    (_spec(options={"sbatch_args": "--open-mode=truncate"}), "may not set --open-mode"),
-    (_spec(options={"colour": "red"}), "unknown slurm option"),
-])
+@pytest.mark.parametrize(
+    "spec,words",
+    [
+        (JobSpec(script="#!/bin/sh\n", launcher=Launcher.TORCHRUN), "torchrun starts a command"),
+        (_spec(exclude_nodes=frozenset({"node[1-2]"})), "exclude node 'node[1-2]'"),
+        (_spec(options={"sbatch_args": "--exclude=node3"}), "may not set --exclude"),
+        (_spec(options={"sbatch_args": "--open-mode=truncate"}), "may not set --open-mode"),
+        (_spec(options={"colour": "red"}), "unknown slurm option"),
+    ],
+)
 def test_validate_refuses_what_sbatch_would_be_asked_wrongly_S36(spec, words: str) -> None:
     with pytest.raises(BadInput, match=words.replace("[", r"\[").replace("]", r"\]")):
         SlurmBackend().dispatch_validate(spec)
@@ -55,12 +59,15 @@ def test_the_job_never_sees_dispatch_configuration_and_gets_its_tags_S44(monkeyp
     monkeypatch.setenv("HOME_OF_TEST", "kept")
     env = job_environment("j", 3, {"FOO": "bar"})
     assert not {k for k in env if k.startswith("DISPATCH_")} - {
-        "DISPATCH_JOB_ID", "DISPATCH_SUBMISSION"}
+        "DISPATCH_JOB_ID",
+        "DISPATCH_SUBMISSION",
+    }
     assert (env["DISPATCH_JOB_ID"], env["DISPATCH_SUBMISSION"]) == ("j", "3")
     assert env["FOO"] == "bar" and env["HOME_OF_TEST"] == "kept"
 
 
 def test_slurm_declares_exclude_nodes_and_logs() -> None:
     from dispatch import Capability
+
     caps = SlurmBackend().dispatch_declare().capabilities
     assert {Capability.EXCLUDE_NODES, Capability.LOGS} <= caps

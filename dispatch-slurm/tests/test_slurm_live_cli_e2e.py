@@ -19,29 +19,57 @@ DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "DISPATCH_STORE": f"sqlite:///{tmp_path / 'record.db'}",
-            "XDG_STATE_HOME": str(tmp_path / "state")}
+    return {
+        **os.environ,
+        "DISPATCH_STORE": f"sqlite:///{tmp_path / 'record.db'}",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+    }
 
 
 def _submit(tmp_path: Path, workdir: str, policy: str, *command: str) -> subprocess.Popen[str]:
     policy_file = tmp_path / "policy.toml"
     policy_file.write_text(policy)
     return subprocess.Popen(
-        [DISPATCH, "submit", "--backend", "slurm", "--policy", str(policy_file),
-         "--workdir", workdir, "-o", f"output={workdir}/%j.out", "-o", "partition=low",
-         "--interval", "1", "--wait", "--", *command],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path))
+        [
+            DISPATCH,
+            "submit",
+            "--backend",
+            "slurm",
+            "--policy",
+            str(policy_file),
+            "--workdir",
+            workdir,
+            "-o",
+            f"output={workdir}/%j.out",
+            "-o",
+            "partition=low",
+            "--interval",
+            "1",
+            "--wait",
+            "--",
+            *command,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
 
 
 def _status(tmp_path: Path, job_id: str) -> dict:
-    out = subprocess.run([DISPATCH, "status", job_id, "--json"], capture_output=True, text=True,
-                         env=_env(tmp_path), timeout=120, check=True)
+    out = subprocess.run(
+        [DISPATCH, "status", job_id, "--json"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=120,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 
 def _running_objects(provoker: Provoker, job_id: str) -> list[str]:
-    out = provoker.oob.run(["squeue", "-h", "--states=RUNNING", f"--name=dsp.{job_id}",
-                            "-o", "%i"])
+    out = provoker.oob.run(["squeue", "-h", "--states=RUNNING", f"--name=dsp.{job_id}", "-o", "%i"])
     return out.stdout.split()
 
 
@@ -72,8 +100,10 @@ def test_cli_resubmits_a_preempted_slurm_job_until_it_succeeds_S13_S16(
 
 
 def test_cli_holds_a_slurm_job_that_exits_1_S14(slurm_cluster, provoker, tmp_path: Path) -> None:
-    policy = ('[[rule]]\non = ["preempted"]\naction = "resubmit"\nbudget = 2\n\n'
-              '[[rule]]\non = ["non-zero-exit"]\naction = "hold"\n')
+    policy = (
+        '[[rule]]\non = ["preempted"]\naction = "resubmit"\nbudget = 2\n\n'
+        '[[rule]]\non = ["non-zero-exit"]\naction = "hold"\n'
+    )
     proc = _submit(tmp_path, provoker.workdir, policy, "sh", "-c", "exit 1")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 6, f"{out}\n{err}"  # held: needs a person

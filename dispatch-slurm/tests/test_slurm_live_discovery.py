@@ -23,9 +23,12 @@ def test_discovering_60_jobs_costs_what_one_costs_S32(backend, provoker) -> None
     jobs = [f"live-many-{run}-{i}" for i in range(60)]
     for number, job in enumerate(jobs):
         backend.dispatch_submit(job, 1 + number % 3, provoker.spec(("true",)), False)
-    wait_for(backend.dispatch_discover, jobs,
-             lambda s: len(s) == 60 and all(o.phase is Phase.ENDED for o in s.values()),
-             timeout=120)
+    wait_for(
+        backend.dispatch_discover,
+        jobs,
+        lambda s: len(s) == 60 and all(o.phase is Phase.ENDED for o in s.values()),
+        timeout=120,
+    )
     one_calls, one_found = _calls(backend, jobs[:1])
     many_calls, many_found = _calls(backend, jobs)
     assert (one_found, many_found) == (1, 60)
@@ -44,9 +47,11 @@ def test_every_object_of_a_job_is_listed_with_its_submission_S30_S34(backend, pr
     job = f"live-subs-{uuid.uuid4().hex[:8]}"
     first = backend.dispatch_submit(job, 1, provoker.spec(("sh", "-c", "exit 2")), False)
     second = backend.dispatch_submit(job, 2, provoker.spec(("true",)), False)
+
     def both_ended(_: dict) -> bool:
         objs = backend.dispatch_discover([job]).objects
         return len(objs) == 2 and all(o.phase is Phase.ENDED for o in objs)
+
     wait_for(backend.dispatch_discover, [job], both_ended, timeout=60)
     objs = {o.submission: o for o in backend.dispatch_discover([job]).objects}
     assert objs[1].object_id == first and objs[1].cause.kind is CauseKind.NON_ZERO_EXIT

@@ -19,9 +19,21 @@ from dispatch_slurm_testing.provoke import CannotProvoke, Provocation, Provoker,
 
 pytestmark = pytest.mark.live
 
-SCENARIOS = ("success", "exit_nonzero", "exit_137", "signal", "oom_batch", "oom_step",
-             "launch_failed", "refused", "no_capacity", "unmappable", "held_by_scheduler",
-             "cancelled", "time_limit")
+SCENARIOS = (
+    "success",
+    "exit_nonzero",
+    "exit_137",
+    "signal",
+    "oom_batch",
+    "oom_step",
+    "launch_failed",
+    "refused",
+    "no_capacity",
+    "unmappable",
+    "held_by_scheduler",
+    "cancelled",
+    "time_limit",
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,17 +55,23 @@ def provoked(slurm_cluster: str) -> Iterator[tuple[SlurmBackend, dict[str, Provo
         except CannotProvoke as exc:
             made[name] = str(exc)
     yield backend, made
-    provoker.cleanup([p.object_id for p in made.values()
-                      if isinstance(p, Provocation) and p.object_id])
+    provoker.cleanup(
+        [p.object_id for p in made.values() if isinstance(p, Provocation) and p.object_id]
+    )
     provoker.cleanup([h for p in made.values() if isinstance(p, Provocation) for h in p.helpers])
     shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _settled(backend: SlurmBackend, p: Provocation, phases: set[Phase], timeout: float = 120):
     return wait_for(
-        backend.dispatch_discover, [p.job_id],
-        lambda seen: p.job_id in seen and seen[p.job_id].phase in phases
-        and seen[p.job_id].cause is not None and seen[p.job_id].cause.kind is p.expect,
+        backend.dispatch_discover,
+        [p.job_id],
+        lambda seen: (
+            p.job_id in seen
+            and seen[p.job_id].phase in phases
+            and seen[p.job_id].cause is not None
+            and seen[p.job_id].cause.kind is p.expect
+        ),
         timeout=timeout,
     )[p.job_id]
 

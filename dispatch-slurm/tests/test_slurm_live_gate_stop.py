@@ -11,8 +11,9 @@ from dispatch_slurm_testing.provoke import wait_for
 
 pytestmark = pytest.mark.live
 
-STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="tester",
-             detail="live test stop")
+STOP = Cause(
+    kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="tester", detail="live test stop"
+)
 
 
 def test_gated_submission_waits_until_its_gate_opens_then_runs_S28_S37(backend, provoker) -> None:
@@ -23,8 +24,9 @@ def test_gated_submission_waits_until_its_gate_opens_then_runs_S28_S37(backend, 
     assert (gated.phase, gated.cause, gated.submission) == (Phase.GATED, None, 2)
     assert gated.executions == ()
     backend.dispatch_open_gate(oid)
-    done = wait_for(backend.dispatch_discover, [job],
-                    lambda s: s[job].phase is Phase.ENDED, timeout=60)[job]
+    done = wait_for(
+        backend.dispatch_discover, [job], lambda s: s[job].phase is Phase.ENDED, timeout=60
+    )[job]
     assert done.cause.kind is CauseKind.NONE
     backend.dispatch_open_gate(oid)  # the gate of an ended object: not an error
 
@@ -35,8 +37,9 @@ def test_a_hold_after_the_gate_opened_is_not_mistaken_for_the_gate_S37(backend, 
     oid = backend.dispatch_submit(job, 1, spec, True)
     backend.dispatch_open_gate(oid)
     provoker.oob.run(["scontrol", "hold", oid])
-    held = wait_for(backend.dispatch_discover, [job],
-                    lambda s: s[job].phase is Phase.HELD, timeout=20)[job]
+    held = wait_for(
+        backend.dispatch_discover, [job], lambda s: s[job].phase is Phase.HELD, timeout=20
+    )[job]
     assert held.cause.kind is CauseKind.HELD and held.cause.provenance is Provenance.SCHEDULER
     backend.dispatch_stop(oid, STOP)
 
@@ -46,8 +49,9 @@ def test_stop_is_idempotent_running_ended_and_unknown_S30(backend, provoker) -> 
     oid = provoker.long(job)
     provoker.wait_state(oid, {"RUNNING"})
     backend.dispatch_stop(oid, STOP)
-    ended = wait_for(backend.dispatch_discover, [job],
-                     lambda s: s[job].phase is Phase.ENDED, timeout=60)[job]
+    ended = wait_for(
+        backend.dispatch_discover, [job], lambda s: s[job].phase is Phase.ENDED, timeout=60
+    )[job]
     assert ended.cause.kind is CauseKind.CANCELLED
     backend.dispatch_stop(oid, STOP)  # already ended
     backend.dispatch_stop("999999999", STOP)  # never existed
@@ -57,6 +61,10 @@ def test_stop_of_a_gated_submission_ends_it_without_an_execution_S30(backend, pr
     job = f"live-stopgated-{uuid.uuid4().hex[:8]}"
     oid = backend.dispatch_submit(job, 1, provoker.spec(("true",)), True)
     backend.dispatch_stop(oid, STOP)
-    ended = wait_for(backend.dispatch_discover, [job],
-                     lambda s: job in s and s[job].phase is Phase.ENDED, timeout=30)[job]
+    ended = wait_for(
+        backend.dispatch_discover,
+        [job],
+        lambda s: job in s and s[job].phase is Phase.ENDED,
+        timeout=30,
+    )[job]
     assert ended.cause.kind is CauseKind.CANCELLED and ended.executions == ()

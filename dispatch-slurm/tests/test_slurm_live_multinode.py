@@ -25,21 +25,28 @@ pytestmark = pytest.mark.live
 #: room cannot end these
 UNPREEMPTED = "high"
 
-ENV_LINE = ("sh", "-c", "echo CONTRACT RANK=$RANK LOCAL_RANK=$LOCAL_RANK "
-            "WORLD_SIZE=$WORLD_SIZE NODE_RANK=$NODE_RANK NNODES=$NNODES "
-            "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE MASTER_ADDR=$MASTER_ADDR "
-            "MASTER_PORT=$MASTER_PORT DISPATCH_JOB_ID=$DISPATCH_JOB_ID "
-            "DISPATCH_SUBMISSION=$DISPATCH_SUBMISSION DISPATCH_EXECUTION=$DISPATCH_EXECUTION "
-            "DISPATCH_RESUMED=$DISPATCH_RESUMED DISPATCH_STORE=${DISPATCH_STORE:-unset} "
-            "HOST=$SLURMD_NODENAME PET=${PET_NNODES:-}/${PET_NPROC_PER_NODE:-}/"
-            "${PET_NODE_RANK:-}/${PET_MASTER_ADDR:-}/${PET_MASTER_PORT:-}")
+ENV_LINE = (
+    "sh",
+    "-c",
+    "echo CONTRACT RANK=$RANK LOCAL_RANK=$LOCAL_RANK "
+    "WORLD_SIZE=$WORLD_SIZE NODE_RANK=$NODE_RANK NNODES=$NNODES "
+    "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE MASTER_ADDR=$MASTER_ADDR "
+    "MASTER_PORT=$MASTER_PORT DISPATCH_JOB_ID=$DISPATCH_JOB_ID "
+    "DISPATCH_SUBMISSION=$DISPATCH_SUBMISSION DISPATCH_EXECUTION=$DISPATCH_EXECUTION "
+    "DISPATCH_RESUMED=$DISPATCH_RESUMED DISPATCH_STORE=${DISPATCH_STORE:-unset} "
+    "HOST=$SLURMD_NODENAME PET=${PET_NNODES:-}/${PET_NPROC_PER_NODE:-}/"
+    "${PET_NODE_RANK:-}/${PET_MASTER_ADDR:-}/${PET_MASTER_PORT:-}",
+)
 RANK1_FAILS = 'if [ "$RANK" = 1 ]; then sleep 2; {fail}; fi; sleep 300'
 
 
 def _ended(backend: SlurmBackend, job_ids: list[str], timeout: float = 90):
-    return wait_for(backend.dispatch_discover, job_ids,
-                    lambda s: all(j in s and s[j].phase is Phase.ENDED for j in job_ids),
-                    timeout=timeout)
+    return wait_for(
+        backend.dispatch_discover,
+        job_ids,
+        lambda s: all(j in s and s[j].phase is Phase.ENDED for j in job_ids),
+        timeout=timeout,
+    )
 
 
 def _contract_lines(job_id: str) -> list[dict[str, str]]:
@@ -52,7 +59,8 @@ def _contract_lines(job_id: str) -> list[dict[str, str]]:
 
 
 def test_every_task_sees_one_launch_contract_across_two_nodes_S41_S44(
-        backend, provoker, monkeypatch) -> None:
+    backend, provoker, monkeypatch
+) -> None:
     monkeypatch.setenv("DISPATCH_STORE", "postgresql://user:secret@db/dispatch")
     run = uuid.uuid4().hex[:8]
     jobs = [f"live-contract-{run}-a", f"live-contract-{run}-b"]
@@ -83,7 +91,8 @@ def test_every_task_sees_one_launch_contract_across_two_nodes_S41_S44(
 
 
 def test_torchrun_launcher_runs_once_per_node_with_its_rendezvous_set_S41(
-        backend, provoker) -> None:
+    backend, provoker
+) -> None:
     job = f"live-torchrun-env-{uuid.uuid4().hex[:8]}"
     spec = provoker.spec(ENV_LINE, resources=Resources(nodes=2, tasks_per_node=3))
     spec = spec.model_copy(update={"launcher": Launcher.TORCHRUN})
@@ -97,17 +106,22 @@ def test_torchrun_launcher_runs_once_per_node_with_its_rendezvous_set_S41(
     assert {x["RANK"] for x in lines} == {""}  # torchrun sets RANK for its workers
 
 
-@pytest.mark.parametrize("fail,kind", [
-    ("exit 1", CauseKind.NON_ZERO_EXIT),
-    ('exec python3 -c "b = bytearray(600 * 1024 * 1024)"', CauseKind.OUT_OF_MEMORY),
-])
+@pytest.mark.parametrize(
+    "fail,kind",
+    [
+        ("exit 1", CauseKind.NON_ZERO_EXIT),
+        ('exec python3 -c "b = bytearray(600 * 1024 * 1024)"', CauseKind.OUT_OF_MEMORY),
+    ],
+)
 def test_one_failing_rank_ends_the_job_and_the_cause_names_its_node_and_rank_S42(
-        backend, provoker, fail: str, kind: CauseKind) -> None:
+    backend, provoker, fail: str, kind: CauseKind
+) -> None:
     """The other rank sleeps 300 s: the job ends within the wait only because the wrapper
     cancelled it, and that cancelled rank is not the cause (root-cause rule)."""
     job = f"live-rankfail-{uuid.uuid4().hex[:8]}"
-    spec = provoker.spec(("sh", "-c", RANK1_FAILS.format(fail=fail)),
-                         resources=Resources(nodes=2, memory_mb=200))
+    spec = provoker.spec(
+        ("sh", "-c", RANK1_FAILS.format(fail=fail)), resources=Resources(nodes=2, memory_mb=200)
+    )
     backend.dispatch_submit(job, 1, spec, False)
     obj = _ended(backend, [job], timeout=60)[job]
     nodes = obj.executions[-1].nodes
@@ -135,12 +149,16 @@ def test_excluded_nodes_are_kept_off_S43(backend, provoker) -> None:
 
 def test_logs_are_per_node_and_rank_and_a_requeue_appends_S46(backend, provoker) -> None:
     job = f"live-logs-{uuid.uuid4().hex[:8]}"
-    command = ("sh", "-c", "echo rank $RANK execution $DISPATCH_EXECUTION resumed "
-               "$DISPATCH_RESUMED; sleep 600")
+    command = (
+        "sh",
+        "-c",
+        "echo rank $RANK execution $DISPATCH_EXECUTION resumed $DISPATCH_RESUMED; sleep 600",
+    )
     spec = provoker.spec(command, resources=Resources(nodes=2), requeue="yes")
     # the batch script's own output goes to the log directory too (the default)
-    spec = spec.model_copy(update={"options": {k: v for k, v in spec.options.items()
-                                               if k != "output"}})
+    spec = spec.model_copy(
+        update={"options": {k: v for k, v in spec.options.items() if k != "output"}}
+    )
     oid = backend.dispatch_submit(job, 1, spec, False)
     wait_for(backend.dispatch_discover, [job], lambda s: job in s and s[job].phase is Phase.RUNNING)
 
@@ -150,10 +168,13 @@ def test_logs_are_per_node_and_rank_and_a_requeue_appends_S46(backend, provoker)
     wait_for(backend.dispatch_discover, [job], lambda s: "execution 0" in rank_log(1))
     provoker.requeue(oid)
     try:
-        wait_for(backend.dispatch_discover, [job], lambda s: "execution 1" in rank_log(1),
-                 timeout=90)
+        wait_for(
+            backend.dispatch_discover, [job], lambda s: "execution 1" in rank_log(1), timeout=90
+        )
         assert re.findall(r"rank 1 execution (\d) resumed (\d)", rank_log(1)) == [
-            ("0", "0"), ("1", "1")]
+            ("0", "0"),
+            ("1", "1"),
+        ]
         assert "rank 0 execution 0" in rank_log(0) and "rank 1" not in rank_log(0)
         nodes = backend.dispatch_discover([job]).objects[0].executions[-1].nodes
         per_node = b"".join(backend.dispatch_logs(job, 1, oid, "stdout", nodes[0], None, 0))
@@ -170,8 +191,13 @@ def test_logs_are_per_node_and_rank_and_a_requeue_appends_S46(backend, provoker)
 
 
 def _two_node_long(provoker: Provoker, where: str, requeue: str = "no") -> JobSpec:
-    return provoker.spec(("sleep", "600"), resources=Resources(nodes=2), requeue=requeue,
-                         sbatch_args=f"--nodelist={where}", partition=UNPREEMPTED)
+    return provoker.spec(
+        ("sleep", "600"),
+        resources=Resources(nodes=2),
+        requeue=requeue,
+        sbatch_args=f"--nodelist={where}",
+        partition=UNPREEMPTED,
+    )
 
 
 def test_a_lost_node_is_named_batch_node_and_other_node_S42(backend, provoker) -> None:
@@ -179,18 +205,27 @@ def test_a_lost_node_is_named_batch_node_and_other_node_S42(backend, provoker) -
     at once: each cause names its own lost node, while running and once ended."""
     run = uuid.uuid4().hex[:8]
     other, batch = f"live-lost-{run}-other", f"live-lost-{run}-batch"
-    oids = {other: backend.dispatch_submit(other, 1, _two_node_long(provoker, "node[1-2]"), False),
-            batch: backend.dispatch_submit(batch, 1, _two_node_long(provoker, "node[3-4]"), False)}
+    oids = {
+        other: backend.dispatch_submit(other, 1, _two_node_long(provoker, "node[1-2]"), False),
+        batch: backend.dispatch_submit(batch, 1, _two_node_long(provoker, "node[3-4]"), False),
+    }
     try:
-        wait_for(backend.dispatch_discover, list(oids),
-                 lambda s: all(j in s and s[j].phase is Phase.RUNNING for j in oids))
+        wait_for(
+            backend.dispatch_discover,
+            list(oids),
+            lambda s: all(j in s and s[j].phase is Phase.RUNNING for j in oids),
+        )
         time.sleep(3)  # srun launches its steps through the slurmd's: let it
         assert provoker.lose(oids[other], which=-1) == "node2"
         assert provoker.lose(oids[batch], which=0) == "node3"
         running = wait_for(
-            backend.dispatch_discover, list(oids),
-            lambda s: all(s[j].cause is not None and s[j].cause.kind is CauseKind.NODE_LOST
-                          for j in oids), timeout=60)
+            backend.dispatch_discover,
+            list(oids),
+            lambda s: all(
+                s[j].cause is not None and s[j].cause.kind is CauseKind.NODE_LOST for j in oids
+            ),
+            timeout=60,
+        )
         assert running[other].cause.nodes == ("node2",)
         assert running[batch].cause.nodes == ("node3",)
         seen = _ended(backend, list(oids), timeout=90)
@@ -205,23 +240,43 @@ def test_a_lost_node_is_named_batch_node_and_other_node_S42(backend, provoker) -
 
 
 def test_a_lost_node_under_native_requeue_and_a_node_set_down_are_named_S42(
-        backend, provoker) -> None:
+    backend, provoker
+) -> None:
     run = uuid.uuid4().hex[:8]
     native, down = f"live-lost-{run}-native", f"live-down-{run}"
-    oids = {native: backend.dispatch_submit(
-                native, 1, _two_node_long(provoker, "node[1-2]", requeue="yes"), False),
-            down: backend.dispatch_submit(down, 1, _two_node_long(provoker, "node[3-4]"), False)}
+    oids = {
+        native: backend.dispatch_submit(
+            native, 1, _two_node_long(provoker, "node[1-2]", requeue="yes"), False
+        ),
+        down: backend.dispatch_submit(down, 1, _two_node_long(provoker, "node[3-4]"), False),
+    }
     try:
-        wait_for(backend.dispatch_discover, list(oids),
-                 lambda s: all(j in s and s[j].phase is Phase.RUNNING for j in oids))
+        wait_for(
+            backend.dispatch_discover,
+            list(oids),
+            lambda s: all(j in s and s[j].phase is Phase.RUNNING for j in oids),
+        )
         time.sleep(3)
         provoker.lose(oids[native], which=-1)
-        provoker.oob.run(["scontrol", "update", "nodename=node4", "state=down",
-                          "reason=dispatch live test: node4 down"])
+        provoker.oob.run(
+            [
+                "scontrol",
+                "update",
+                "nodename=node4",
+                "state=down",
+                "reason=dispatch live test: node4 down",
+            ]
+        )
         seen = wait_for(
-            backend.dispatch_discover, list(oids),
-            lambda s: s[down].phase is Phase.ENDED and s[native].executions
-            and s[native].executions[0].ended, timeout=120)
+            backend.dispatch_discover,
+            list(oids),
+            lambda s: (
+                s[down].phase is Phase.ENDED
+                and s[native].executions
+                and s[native].executions[0].ended
+            ),
+            timeout=120,
+        )
     finally:
         provoker.restore_nodes()
         provoker.oob.run(["scontrol", "update", "nodename=node4", "state=resume"])
@@ -235,14 +290,16 @@ def test_a_lost_node_under_native_requeue_and_a_node_set_down_are_named_S42(
 
 
 def test_with_two_tasks_per_node_the_failing_tasks_own_exit_code_is_the_jobs_S42(
-        backend, provoker) -> None:
+    backend, provoker
+) -> None:
     """srun --kill-on-bad-exit answers 143 for its step and sacct keeps no per-task code:
     the wrapper ends the job with the failing task's own status (5), and the node is the
     one whose step srun ended itself."""
     job = f"live-rankfail-2x2-{uuid.uuid4().hex[:8]}"
-    spec = provoker.spec(("sh", "-c", RANK1_FAILS.replace("$RANK\" = 1", "$RANK\" = 3")
-                          .format(fail="exit 5")),
-                         resources=Resources(nodes=2, tasks_per_node=2))
+    spec = provoker.spec(
+        ("sh", "-c", RANK1_FAILS.replace('$RANK" = 1', '$RANK" = 3').format(fail="exit 5")),
+        resources=Resources(nodes=2, tasks_per_node=2),
+    )
     backend.dispatch_submit(job, 1, spec, False)
     obj = _ended(backend, [job], timeout=60)[job]
     nodes = obj.executions[-1].nodes

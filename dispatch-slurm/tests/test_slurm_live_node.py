@@ -24,8 +24,10 @@ def test_killed_slurmd_is_node_lost_running_then_ended_S25_S26(backend, provoker
     run = uuid.uuid4().hex[:8]
     plain, native = f"live-node-{run}-plain", f"live-node-{run}-native"
     on_node1 = "--nodelist=node1"
-    oids = {plain: provoker.long(plain, requeue="no", sbatch_args=on_node1),
-            native: provoker.long(native, requeue="yes", sbatch_args=on_node1)}
+    oids = {
+        plain: provoker.long(plain, requeue="no", sbatch_args=on_node1),
+        native: provoker.long(native, requeue="yes", sbatch_args=on_node1),
+    }
     for oid in oids.values():
         provoker.wait_state(oid, {"RUNNING"})
     time.sleep(3)  # let srun launch its step through slurmd before slurmd dies
@@ -39,8 +41,11 @@ def test_killed_slurmd_is_node_lost_running_then_ended_S25_S26(backend, provoker
                 lost = obj.cause is not None and obj.cause.kind is CauseKind.NODE_LOST
                 if obj.phase is Phase.RUNNING and lost:
                     running_lost.append(obj.cause.detail)
-            if seen[plain].phase is Phase.ENDED and seen[native].executions \
-                    and seen[native].executions[0].ended:
+            if (
+                seen[plain].phase is Phase.ENDED
+                and seen[native].executions
+                and seen[native].executions[0].ended
+            ):
                 break
             time.sleep(0.5)
         assert running_lost, "never saw a running job on a NOT_RESPONDING node"
@@ -55,8 +60,9 @@ def test_killed_slurmd_is_node_lost_running_then_ended_S25_S26(backend, provoker
         provoker.restore_nodes()
         for oid in oids.values():
             backend.dispatch_stop(oid, STOP)
-    node = wait_for(backend.dispatch_discover, [native],
-                    lambda s: s[native].phase is Phase.ENDED, timeout=60)[native]
+    node = wait_for(
+        backend.dispatch_discover, [native], lambda s: s[native].phase is Phase.ENDED, timeout=60
+    )[native]
     assert node.cause.kind is CauseKind.CANCELLED
 
 
@@ -74,19 +80,28 @@ def test_a_drained_node_keeps_its_running_job_and_starves_new_ones_S39(backend, 
     first = provoker.long(running, sbatch_args="--nodelist=node3")
     provoker.wait_state(first, {"RUNNING"})
     node = "node3"
-    provoker.oob.run(["scontrol", "update", f"nodename={node}", "state=drain",
-                      "reason=dispatch live test"])
+    provoker.oob.run(
+        ["scontrol", "update", f"nodename={node}", "state=drain", "reason=dispatch live test"]
+    )
     try:
         second = provoker.long(waiting, sbatch_args="--nodelist=node3")
-        seen = wait_for(backend.dispatch_discover, [running, waiting],
-                        lambda s: waiting in s and s[waiting].cause is not None, timeout=30)
+        seen = wait_for(
+            backend.dispatch_discover,
+            [running, waiting],
+            lambda s: waiting in s and s[waiting].cause is not None,
+            timeout=30,
+        )
         assert (seen[running].phase, seen[running].cause) == (Phase.RUNNING, None)
         assert seen[waiting].phase is Phase.PENDING
         assert seen[waiting].cause.kind is CauseKind.NO_CAPACITY
         assert "ReqNodeNotAvail" in seen[waiting].cause.detail
     finally:
         provoker.oob.run(["scontrol", "update", f"nodename={node}", "state=resume"])
-    wait_for(backend.dispatch_discover, [waiting],
-             lambda s: s[waiting].phase is Phase.RUNNING, timeout=60)
+    wait_for(
+        backend.dispatch_discover,
+        [waiting],
+        lambda s: s[waiting].phase is Phase.RUNNING,
+        timeout=60,
+    )
     for oid in (first, second):
         backend.dispatch_stop(oid, STOP)

@@ -31,10 +31,15 @@ def test_preemption_requeues_or_ends_each_victim_and_history_is_truthful_S9_S38(
     preemptor = provoker.preempt(victims, rerun_seconds=5)
     try:
         seen = wait_for(
-            backend.dispatch_discover, list(victims),
-            lambda s: len(s) == 3 and s[ended].phase is Phase.ENDED
-            and s[cancel].phase is Phase.ENDED and len(s[native].executions) >= 1
-            and s[native].executions[0].ended,
+            backend.dispatch_discover,
+            list(victims),
+            lambda s: (
+                len(s) == 3
+                and s[ended].phase is Phase.ENDED
+                and s[cancel].phase is Phase.ENDED
+                and len(s[native].executions) >= 1
+                and s[native].executions[0].ended
+            ),
             timeout=90,
         )
         for job in (ended, cancel):
@@ -46,7 +51,8 @@ def test_preemption_requeues_or_ends_each_victim_and_history_is_truthful_S9_S38(
         assert seen[native].object_id == victims[native]
         # the preemptor ends, then Slurm runs the same job id again: a second execution
         again = wait_for(
-            backend.dispatch_discover, [native],
+            backend.dispatch_discover,
+            [native],
             lambda s: len(s[native].executions) == 2 and s[native].phase is Phase.RUNNING,
             timeout=90,
         )[native]
@@ -63,7 +69,8 @@ def test_scontrol_requeue_shows_an_execution_ended_by_requeue_S38(backend, provo
     provoker.requeue(oid)
     try:
         seen = wait_for(
-            backend.dispatch_discover, [job],
+            backend.dispatch_discover,
+            [job],
             lambda s: job in s and len(s[job].executions) >= 1 and s[job].executions[0].ended,
             timeout=60,
         )[job]

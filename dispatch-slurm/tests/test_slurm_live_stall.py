@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dispatch import Client, RecoveryPolicy
-from dispatch.enums import CauseKind, Provenance, State
-from dispatch.events import EscalationRaised, RecoveryStarted, StopRequested
-from dispatch.folding import fold
+from dispatch.core.folding import fold
+from dispatch.model.enums import CauseKind, Provenance, State
+from dispatch.model.events import EscalationRaised, RecoveryStarted, StopRequested
 from dispatch_slurm.launch import log_dir
 
 #: every step waits for every rank to reach it (a collective), then rank 0 beats; with

@@ -49,14 +49,38 @@ def _ranks_agree(text: str) -> dict[int, str]:
 def test_dispatch_submit_runs_one_torch_job_on_two_nodes_S41(torch_py, tmp_path: Path) -> None:
     """``dispatch submit --backend slurm --nodes 2 -- python train.py``, as a user types it."""
     logs = tmp_path / "logs"
-    env = {**os.environ, "DISPATCH_STORE": f"sqlite:///{tmp_path / 'record.db'}",
-           "XDG_STATE_HOME": str(tmp_path / "state"), "DISPATCH_SLURM_LOG_DIR": str(logs),
-           "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "DISPATCH_STORE": f"sqlite:///{tmp_path / 'record.db'}",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "DISPATCH_SLURM_LOG_DIR": str(logs),
+        "OMP_NUM_THREADS": "1",
+    }
     done = subprocess.run(
-        [DISPATCH, "submit", "--backend", "slurm", "--nodes", "2", "--mem", "3G",
-         "--workdir", str(tmp_path), "--interval", "1", "--wait", "--",
-         torch_py, str(TRAIN)],
-        capture_output=True, text=True, env=env, timeout=600, check=False)
+        [
+            DISPATCH,
+            "submit",
+            "--backend",
+            "slurm",
+            "--nodes",
+            "2",
+            "--mem",
+            "3G",
+            "--workdir",
+            str(tmp_path),
+            "--interval",
+            "1",
+            "--wait",
+            "--",
+            torch_py,
+            str(TRAIN),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     job_id = done.stdout.splitlines()[0].strip()
     printed = "".join(p.read_text() for p in sorted((logs / f"job-{job_id}").rglob("node*.out")))
@@ -68,11 +92,14 @@ def test_torchrun_launcher_trains_on_two_nodes_S41(backend, provoker, torch_py) 
     job = f"live-torchrun-{uuid.uuid4().hex[:8]}"
     torchrun = str(Path(torch_py).with_name("torchrun"))
     spec = provoker.spec((torchrun, str(TRAIN)), resources=Resources(nodes=2, memory_mb=3072))
-    spec = spec.model_copy(update={"launcher": Launcher.TORCHRUN,
-                                   "env": {"OMP_NUM_THREADS": "1"}})
+    spec = spec.model_copy(update={"launcher": Launcher.TORCHRUN, "env": {"OMP_NUM_THREADS": "1"}})
     backend.dispatch_submit(job, 1, spec, False)
-    obj = wait_for(backend.dispatch_discover, [job],
-                   lambda s: job in s and s[job].phase is Phase.ENDED, timeout=240)[job]
+    obj = wait_for(
+        backend.dispatch_discover,
+        [job],
+        lambda s: job in s and s[job].phase is Phase.ENDED,
+        timeout=240,
+    )[job]
     printed = "".join(p.read_text() for p in sorted(log_dir(job, 1).glob("node*")))
     assert obj.cause.kind is CauseKind.NONE, (obj.cause, printed)
     assert sorted(_ranks_agree(printed)) == [0, 1]
@@ -80,16 +107,20 @@ def test_torchrun_launcher_trains_on_two_nodes_S41(backend, provoker, torch_py) 
 
 @pytest.mark.parametrize("how", ["kill", "freeze"])
 def test_torchrun_with_a_node_lost_or_frozen_names_that_node_S42(
-        backend, provoker, torch_py, how: str) -> None:
+    backend, provoker, torch_py, how: str
+) -> None:
     """Lost: rank 0 fails at once (connection closed) but that is not the cause; frozen:
     rank 0 hangs in all_reduce (sockets stay open) until Slurm declares the node down."""
     job = f"live-torchrun-{how}-{uuid.uuid4().hex[:8]}"
     torchrun = str(Path(torch_py).with_name("torchrun"))
-    spec = provoker.spec((torchrun, str(TRAIN), "--seconds", "600"),
-                         resources=Resources(nodes=2, memory_mb=3072), requeue="no",
-                         sbatch_args="--nodelist=node[3-4]", partition=UNPREEMPTED)
-    spec = spec.model_copy(update={"launcher": Launcher.TORCHRUN,
-                                   "env": {"OMP_NUM_THREADS": "1"}})
+    spec = provoker.spec(
+        (torchrun, str(TRAIN), "--seconds", "600"),
+        resources=Resources(nodes=2, memory_mb=3072),
+        requeue="no",
+        sbatch_args="--nodelist=node[3-4]",
+        partition=UNPREEMPTED,
+    )
+    spec = spec.model_copy(update={"launcher": Launcher.TORCHRUN, "env": {"OMP_NUM_THREADS": "1"}})
     oid = backend.dispatch_submit(job, 1, spec, False)
     try:
         deadline = time.monotonic() + 180
@@ -97,8 +128,9 @@ def test_torchrun_with_a_node_lost_or_frozen_names_that_node_S42(
             assert time.monotonic() < deadline, "the training never started"
             time.sleep(1)
         assert provoker.lose(oid, which=-1, how=how) == "node4"
-        obj = wait_for(backend.dispatch_discover, [job],
-                       lambda s: s[job].phase is Phase.ENDED, timeout=120)[job]
+        obj = wait_for(
+            backend.dispatch_discover, [job], lambda s: s[job].phase is Phase.ENDED, timeout=120
+        )[job]
     finally:
         provoker.restore_nodes()
         provoker.cleanup([oid])

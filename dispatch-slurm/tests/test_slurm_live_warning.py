@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from dispatch import Cause, CauseKind, JobSpec, Phase, Provenance, Resources
-from dispatch.warning import parse_warning
+from dispatch.warning_text import parse_warning
 from dispatch_slurm.backend import sbatch_argv
 from dispatch_slurm.launch import log_dir
 from dispatch_slurm_testing.provoke import wait_for

@@ -14,10 +14,19 @@ from dispatch_slurm.parse import ParseError, parse_sinfo_nodes
 REC = Path(__file__).parent / "data" / "recorded"
 AT = datetime(2026, 11, 29, 23, 30, tzinfo=UTC)
 ENDED_JOBS = {
-    "smoke-63a0ac-gated", "smoke-63a0ac-cpus", "smoke-63a0ac-oomstep", "live-1792712e-signal",
-    "live-1792712e-refused", "live-pre-aa8e3ca5-native", "live-pre-aa8e3ca5-norequeue",
-    "live-pre-aa8e3ca5-cancel", "live-node-c188feb8-plain", "live-node-c188feb8-native",
-    "nfprobe-c74174", "live-81723d52-cancelled", "live-1792712e-held_by_scheduler",
+    "smoke-63a0ac-gated",
+    "smoke-63a0ac-cpus",
+    "smoke-63a0ac-oomstep",
+    "live-1792712e-signal",
+    "live-1792712e-refused",
+    "live-pre-aa8e3ca5-native",
+    "live-pre-aa8e3ca5-norequeue",
+    "live-pre-aa8e3ca5-cancel",
+    "live-node-c188feb8-plain",
+    "live-node-c188feb8-native",
+    "nfprobe-c74174",
+    "live-81723d52-cancelled",
+    "live-1792712e-held_by_scheduler",
 }
 
 
@@ -82,8 +91,10 @@ def test_jobs_not_asked_for_are_left_out_S32() -> None:
 
 
 def test_a_line_that_does_not_parse_is_that_object_unknown_verbatim_S36() -> None:
-    line = ("7|dsp.j1|RUNNING|zz|0|0|2026-11-29T23:11:04|2026-11-29T23:11:11|NONE|vm|low|"
-            "dispatch;job=j1;submission=2;gate=open|None|")
+    line = (
+        "7|dsp.j1|RUNNING|zz|0|0|2026-11-29T23:11:04|2026-11-29T23:11:11|NONE|vm|low|"
+        "dispatch;job=j1;submission=2;gate=open|None|"
+    )
     (obj,) = build_objects(line + "\n", "", None, {"j1"}, AT)
     assert (obj.object_id, obj.submission, obj.cause.kind) == ("7", 2, CauseKind.UNKNOWN)
     assert line in obj.cause.detail and obj.alive
@@ -95,6 +106,8 @@ def test_a_line_that_does_not_parse_and_is_not_ours_is_an_error_S36() -> None:
 
 
 def test_a_comment_naming_another_job_is_not_adopted_S34() -> None:
-    line = ("7|dsp.j1|RUNNING|0|0|0|2026-11-29T23:11:04|2026-11-29T23:11:11|NONE|vm|low|"
-            "dispatch;job=j2;submission=1;gate=open|None|")
+    line = (
+        "7|dsp.j1|RUNNING|0|0|0|2026-11-29T23:11:04|2026-11-29T23:11:11|NONE|vm|low|"
+        "dispatch;job=j2;submission=1;gate=open|None|"
+    )
     assert build_objects(line + "\n", "", None, {"j1", "j2"}, AT) == []

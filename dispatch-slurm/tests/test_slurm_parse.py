@@ -35,8 +35,10 @@ def test_squeue_exit_code_is_a_raw_wait_status() -> None:
 def test_sacct_exit_pairs_and_cancelled_by() -> None:
     assert parse_exit_pair("9:0") == ExitStatus(9, 0)
     assert parse_exit_pair("") == ExitStatus(0, 0)
-    (row,) = parse_sacct("9|dsp.a|CANCELLED by 0|0:0|0:0|2026-11-29T22:34:52|"
-                         "2026-11-29T22:34:52|2026-11-29T22:34:52|None assigned|low|c\n")
+    (row,) = parse_sacct(
+        "9|dsp.a|CANCELLED by 0|0:0|0:0|2026-11-29T22:34:52|"
+        "2026-11-29T22:34:52|2026-11-29T22:34:52|None assigned|low|c\n"
+    )
     assert (row.state, row.cancelled_by, row.nodes) == ("CANCELLED", 0, "")
     with pytest.raises(ParseError, match=r"sacct.*expected 11"):
         parse_sacct("1|2|3\n")
@@ -45,7 +47,8 @@ def test_sacct_exit_pairs_and_cancelled_by() -> None:
 def test_squeue_rows_keep_the_free_text_reason_last() -> None:
     (row,) = parse_squeue(
         "44|dsp.a|PENDING|0|0|0|2026-11-29T22:39:00|N/A|N/A||low|dispatch;job=a;submission=1;"
-        "gate=open|ReqNodeNotAvail, UnavailableNodes:vm|\n")
+        "gate=open|ReqNodeNotAvail, UnavailableNodes:vm|\n"
+    )
     assert row.reason == "ReqNodeNotAvail, UnavailableNodes:vm"
     assert row.started is None and row.submitted is not None and row.submitted.tzinfo
 
@@ -76,18 +79,49 @@ def _spec(**kw) -> JobSpec:
 
 
 def test_sbatch_argv_is_a_list_with_every_resource_and_option_S30() -> None:
-    spec = _spec(resources=Resources(nodes=2, tasks_per_node=4, cpus_per_task=8, gpus_per_node=2,
-                                     memory_mb=4096, time_limit=timedelta(minutes=90, seconds=1)),
-                 options={"partition": "gpu", "account": "ml", "qos": "high", "constraint": "a100",
-                          "requeue": "yes", "sbatch_args": "--exclusive --mail-type=NONE"},
-                 workdir="/scratch/run")
+    spec = _spec(
+        resources=Resources(
+            nodes=2,
+            tasks_per_node=4,
+            cpus_per_task=8,
+            gpus_per_node=2,
+            memory_mb=4096,
+            time_limit=timedelta(minutes=90, seconds=1),
+        ),
+        options={
+            "partition": "gpu",
+            "account": "ml",
+            "qos": "high",
+            "constraint": "a100",
+            "requeue": "yes",
+            "sbatch_args": "--exclusive --mail-type=NONE",
+        },
+        workdir="/scratch/run",
+    )
     argv = sbatch_argv("job-1", 3, spec, True, "/tmp/s.sh")
-    assert argv[:4] == ["sbatch", "--parsable", "--job-name=dsp.job-1",
-                        "--comment=dispatch;job=job-1;submission=3;gate=held"]
-    for expected in ("--requeue", "--hold", "--nodes=2", "--ntasks-per-node=4",
-                     "--cpus-per-task=8", "--gpus-per-node=2", "--mem=4096M", "--time=91",
-                     "--partition=gpu", "--account=ml", "--qos=high", "--constraint=a100",
-                     "--chdir=/scratch/run", "--exclusive", "--mail-type=NONE"):
+    assert argv[:4] == [
+        "sbatch",
+        "--parsable",
+        "--job-name=dsp.job-1",
+        "--comment=dispatch;job=job-1;submission=3;gate=held",
+    ]
+    for expected in (
+        "--requeue",
+        "--hold",
+        "--nodes=2",
+        "--ntasks-per-node=4",
+        "--cpus-per-task=8",
+        "--gpus-per-node=2",
+        "--mem=4096M",
+        "--time=91",
+        "--partition=gpu",
+        "--account=ml",
+        "--qos=high",
+        "--constraint=a100",
+        "--chdir=/scratch/run",
+        "--exclusive",
+        "--mail-type=NONE",
+    ):
         assert expected in argv
     assert argv[-7:-5] == ["/tmp/s.sh", "tasks"]
     assert argv[-5].endswith("/job-job-1/submission-3")  # the submission's log directory
@@ -107,13 +141,16 @@ def test_a_requeue_rule_the_plan_leaves_to_slurm_becomes_sbatch_requeue_S9() -> 
     assert "--no-requeue" in sbatch_argv("j", 1, opted_out, False, "/tmp/s.sh")
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"colour": "red"}, "unknown slurm option"),
-    ({"requeue": "maybe"}, "expected yes or no"),
-    ({"sbatch_args": "--job-name=x"}, "may not set --job-name"),
-    ({"sbatch_args": "-H"}, "may not set -H"),
-    ({"sbatch_args": "--comment 'x"}, "sbatch_args"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"colour": "red"}, "unknown slurm option"),
+        ({"requeue": "maybe"}, "expected yes or no"),
+        ({"sbatch_args": "--job-name=x"}, "may not set --job-name"),
+        ({"sbatch_args": "-H"}, "may not set -H"),
+        ({"sbatch_args": "--comment 'x"}, "sbatch_args"),
+    ],
+)
 def test_bad_options_are_refused_with_what_and_where_S36(options, message) -> None:
     with pytest.raises(BadInput, match=message):
         sbatch_argv("j", 1, _spec(options=options), False, "/tmp/s.sh")

@@ -22,7 +22,7 @@ from dispatch import (
     Unreachable,
     hookimpl,
 )
-from dispatch.errors import BadInput, NotAllowed
+from dispatch.model.errors import BadInput, NotAllowed
 from dispatch_testing.simulated.backend import CONTRACT, SimulatedBackend
 from dispatch_testing.simulated.harness import SimulatedHarness
 from dispatch_testing.simulated.scheduler import ExecRow, SchedulerDown, SimScheduler

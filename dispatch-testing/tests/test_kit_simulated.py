@@ -18,7 +18,7 @@ from dispatch import (
     SubmitRefused,
     Unreachable,
 )
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend
 from dispatch_testing.simulated import scheduler as sim
 

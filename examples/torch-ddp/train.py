@@ -57,8 +57,7 @@ def main() -> int:
     gathered = [torch.empty_like(weights) for _ in range(world)]
     dist.all_gather(gathered, weights)
     in_sync = all(torch.equal(g, weights) for g in gathered)
-    print(f"{where}: steps={steps} loss={loss.item():.4f} weights-in-sync={in_sync}",
-          flush=True)
+    print(f"{where}: steps={steps} loss={loss.item():.4f} weights-in-sync={in_sync}", flush=True)
     dist.destroy_process_group()
     return 0 if total.item() == expected and in_sync else 1
 

@@ -14,58 +14,58 @@ from typing import TYPE_CHECKING, Any
 
 #: public name -> the module that defines it
 _WHERE: dict[str, str] = {
-    "Action": "dispatch.enums",
+    "Action": "dispatch.model.enums",
     "Append": "dispatch.core.effects",
     "Backend": "dispatch.backends",
-    "BackendBroken": "dispatch.errors",
-    "BadInput": "dispatch.errors",
+    "BackendBroken": "dispatch.model.errors",
+    "BadInput": "dispatch.model.errors",
     "Binding": "dispatch.core.policy",
-    "Capability": "dispatch.enums",
+    "Capability": "dispatch.model.enums",
     "Cause": "dispatch.core.cause",
-    "CauseKind": "dispatch.enums",
+    "CauseKind": "dispatch.model.enums",
     "Client": "dispatch.client",
-    "Declarations": "dispatch.declarations",
-    "DecodeError": "dispatch.errors",
-    "Discovery": "dispatch.discovery",
-    "DispatchError": "dispatch.errors",
+    "Declarations": "dispatch.model.declarations",
+    "DecodeError": "dispatch.model.errors",
+    "Discovery": "dispatch.model.discovery",
+    "DispatchError": "dispatch.model.errors",
     "Effect": "dispatch.core.effects",
     "EndWarning": "dispatch.core.warning",
-    "Enforcer": "dispatch.enums",
+    "Enforcer": "dispatch.model.enums",
     "Escalation": "dispatch.core.job",
-    "Event": "dispatch.events",
-    "Execution": "dispatch.discovery",
+    "Event": "dispatch.model.events",
+    "Execution": "dispatch.model.discovery",
     "Hold": "dispatch.core.job",
     "Job": "dispatch.core.job",
     "JobHandle": "dispatch.client",
-    "JobSpec": "dispatch.spec",
-    "Launcher": "dispatch.enums",
-    "Level": "dispatch.enums",
+    "JobSpec": "dispatch.model.spec",
+    "Launcher": "dispatch.model.enums",
+    "Level": "dispatch.model.enums",
     "LogChunk": "dispatch.logs",
-    "NotAllowed": "dispatch.errors",
-    "ObjectView": "dispatch.discovery",
+    "NotAllowed": "dispatch.model.errors",
+    "ObjectView": "dispatch.model.discovery",
     "OpenGate": "dispatch.core.effects",
     "Outcome": "dispatch.core.job",
-    "Phase": "dispatch.enums",
+    "Phase": "dispatch.model.enums",
     "Plan": "dispatch.core.policy",
-    "PolicyError": "dispatch.errors",
-    "Provenance": "dispatch.enums",
-    "RecordConflict": "dispatch.errors",
+    "PolicyError": "dispatch.model.errors",
+    "Provenance": "dispatch.model.enums",
+    "RecordConflict": "dispatch.model.errors",
     "RecoveryPolicy": "dispatch.core.policy",
     "Registry": "dispatch.backends",
-    "Resolution": "dispatch.enums",
-    "Resources": "dispatch.spec",
+    "Resolution": "dispatch.model.enums",
+    "Resources": "dispatch.model.spec",
     "Rule": "dispatch.core.policy",
-    "State": "dispatch.enums",
+    "State": "dispatch.model.enums",
     "Status": "dispatch.core.status",
     "Stop": "dispatch.core.effects",
     "Submission": "dispatch.core.job",
     "SubmissionStatus": "dispatch.core.status",
     "Submit": "dispatch.core.effects",
-    "SubmitRefused": "dispatch.errors",
+    "SubmitRefused": "dispatch.model.errors",
     "Transition": "dispatch.core.job",
-    "UnknownBackend": "dispatch.errors",
-    "UnknownJob": "dispatch.errors",
-    "Unreachable": "dispatch.errors",
+    "UnknownBackend": "dispatch.model.errors",
+    "UnknownJob": "dispatch.model.errors",
+    "Unreachable": "dispatch.model.errors",
     "decide": "dispatch.core.decisions",
     "fold": "dispatch.core.folding",
     "hookimpl": "dispatch.plugin",
@@ -117,33 +117,33 @@ if TYPE_CHECKING:
     from dispatch.core.status import Status as Status
     from dispatch.core.status import SubmissionStatus as SubmissionStatus
     from dispatch.core.warning import EndWarning as EndWarning
-    from dispatch.declarations import Declarations as Declarations
-    from dispatch.discovery import Discovery as Discovery
-    from dispatch.discovery import Execution as Execution
-    from dispatch.discovery import ObjectView as ObjectView
-    from dispatch.enums import Action as Action
-    from dispatch.enums import Capability as Capability
-    from dispatch.enums import CauseKind as CauseKind
-    from dispatch.enums import Enforcer as Enforcer
-    from dispatch.enums import Launcher as Launcher
-    from dispatch.enums import Level as Level
-    from dispatch.enums import Phase as Phase
-    from dispatch.enums import Provenance as Provenance
-    from dispatch.enums import Resolution as Resolution
-    from dispatch.enums import State as State
-    from dispatch.errors import BackendBroken as BackendBroken
-    from dispatch.errors import BadInput as BadInput
-    from dispatch.errors import DecodeError as DecodeError
-    from dispatch.errors import DispatchError as DispatchError
-    from dispatch.errors import NotAllowed as NotAllowed
-    from dispatch.errors import PolicyError as PolicyError
-    from dispatch.errors import RecordConflict as RecordConflict
-    from dispatch.errors import SubmitRefused as SubmitRefused
-    from dispatch.errors import UnknownBackend as UnknownBackend
-    from dispatch.errors import UnknownJob as UnknownJob
-    from dispatch.errors import Unreachable as Unreachable
-    from dispatch.events import Event as Event
     from dispatch.logs import LogChunk as LogChunk
+    from dispatch.model.declarations import Declarations as Declarations
+    from dispatch.model.discovery import Discovery as Discovery
+    from dispatch.model.discovery import Execution as Execution
+    from dispatch.model.discovery import ObjectView as ObjectView
+    from dispatch.model.enums import Action as Action
+    from dispatch.model.enums import Capability as Capability
+    from dispatch.model.enums import CauseKind as CauseKind
+    from dispatch.model.enums import Enforcer as Enforcer
+    from dispatch.model.enums import Launcher as Launcher
+    from dispatch.model.enums import Level as Level
+    from dispatch.model.enums import Phase as Phase
+    from dispatch.model.enums import Provenance as Provenance
+    from dispatch.model.enums import Resolution as Resolution
+    from dispatch.model.enums import State as State
+    from dispatch.model.errors import BackendBroken as BackendBroken
+    from dispatch.model.errors import BadInput as BadInput
+    from dispatch.model.errors import DecodeError as DecodeError
+    from dispatch.model.errors import DispatchError as DispatchError
+    from dispatch.model.errors import NotAllowed as NotAllowed
+    from dispatch.model.errors import PolicyError as PolicyError
+    from dispatch.model.errors import RecordConflict as RecordConflict
+    from dispatch.model.errors import SubmitRefused as SubmitRefused
+    from dispatch.model.errors import UnknownBackend as UnknownBackend
+    from dispatch.model.errors import UnknownJob as UnknownJob
+    from dispatch.model.errors import Unreachable as Unreachable
+    from dispatch.model.events import Event as Event
+    from dispatch.model.spec import JobSpec as JobSpec
+    from dispatch.model.spec import Resources as Resources
     from dispatch.plugin import hookimpl as hookimpl
-    from dispatch.spec import JobSpec as JobSpec
-    from dispatch.spec import Resources as Resources

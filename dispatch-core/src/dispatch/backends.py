@@ -21,11 +21,11 @@ from typing import Any
 import pluggy
 
 from dispatch import hookspecs
-from dispatch.cause import Cause
-from dispatch.declarations import Declarations
-from dispatch.discovery import Discovery
-from dispatch.enums import Capability
-from dispatch.errors import (
+from dispatch.core.cause import Cause
+from dispatch.model.declarations import Declarations
+from dispatch.model.discovery import Discovery
+from dispatch.model.enums import Capability
+from dispatch.model.errors import (
     BackendBroken,
     BackendFailed,
     BadInput,
@@ -34,7 +34,7 @@ from dispatch.errors import (
     UnknownBackend,
     Unreachable,
 )
-from dispatch.spec import JobSpec
+from dispatch.model.spec import JobSpec
 
 GROUP = "dispatch.backends"
 
@@ -57,7 +57,7 @@ class Backend:
 
     Every call goes through one error boundary (S-50, :meth:`_call`): the exceptions the
     hook's spec documents pass through; anything else, and an answer of the wrong type,
-    becomes :class:`~dispatch.errors.BackendFailed` naming the backend and the hook.
+    becomes :class:`~dispatch.model.errors.BackendFailed` naming the backend and the hook.
     """
 
     def __init__(

@@ -29,18 +29,18 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from dispatch.errors import BadInput, Unreachable
 from dispatch.handle import JobHandle, WaitTimeout
 from dispatch.inputs import build_resources, check_text, default_name, text_pairs
+from dispatch.model.errors import BadInput, Unreachable
 
 if TYPE_CHECKING:
     from dispatch.backends import Backend, Registry
     from dispatch.config import Config
-    from dispatch.job import Job
+    from dispatch.core.job import Job
+    from dispatch.core.policy import Plan, RecoveryPolicy
+    from dispatch.core.status import Status
+    from dispatch.model.spec import JobSpec, Resources
     from dispatch.notify import Notifier
-    from dispatch.policy import Plan, RecoveryPolicy
-    from dispatch.spec import JobSpec, Resources
-    from dispatch.status import Status
     from dispatch.store.base import JobSummary, RecordStore
     from dispatch.supervisor import Supervisor, TickReport
 
@@ -178,7 +178,7 @@ class Client:
     # ------------------------------------------------------------------ policy and plan
     def policy(self, policy: PolicyArg = None) -> RecoveryPolicy:
         """A policy from a policy, a file path, or the profile's (None: no rules)."""
-        from dispatch.policy import RecoveryPolicy
+        from dispatch.core.policy import RecoveryPolicy
         from dispatch.userfiles import load_policy
 
         if policy is None:
@@ -193,7 +193,7 @@ class Client:
 
     def plan(self, backend: str | None = None, policy: PolicyArg = None) -> Plan:
         """Bind a policy to a backend: who enforces each rule, which causes stay uncovered."""
-        from dispatch.jobs import bind_plan
+        from dispatch.job_records import bind_plan
 
         return bind_plan(self.registry, self._backend_name(backend), self.policy(policy))
 
@@ -225,9 +225,9 @@ class Client:
 
         Resources and options the call leaves out come from the profile.
         """
-        from dispatch.spec import JobSpec
+        from dispatch.model.spec import JobSpec
         from dispatch.userfiles import SCRIPT_LIMIT, read_text
-        from dispatch.warning import endings
+        from dispatch.warning_text import endings
 
         given_script = script is not None or script_file is not None
         if bool(command) == given_script or (script is not None and script_file is not None):
@@ -261,7 +261,7 @@ class Client:
             resources = self._default("resources")
         merged_options = dict(self._default("options") or {})
         merged_options.update(options or {})
-        from dispatch.enums import Launcher
+        from dispatch.model.enums import Launcher
 
         try:
             how = Launcher(launcher if launcher is not None else Launcher.TASKS)
@@ -282,12 +282,12 @@ class Client:
                 checkpoint_dir=checkpoint_dir,
                 progress_window=progress_window,
                 time_limit=build_resources(resources).time_limit,
-            ),  # S-44, S-45, S-47: dispatch.warning
+            ),  # S-44, S-45, S-47: dispatch.warning_text
         )
 
     def _prepare(self, backend: str | None, policy: PolicyArg, spec: JobSpec) -> tuple[str, Plan]:
         """Everything that can refuse a job, before anything is recorded."""
-        from dispatch.jobs import bind_plan, check_spec
+        from dispatch.job_records import bind_plan, check_spec
 
         name = self._backend_name(backend)
         chosen = self.policy(policy)
@@ -353,7 +353,7 @@ class Client:
         self, spec: JobSpec, *, backend: str | None = None, policy: PolicyArg = None
     ) -> JobHandle:
         """Record a job from a ready :class:`dispatch.JobSpec` (see :meth:`spec`)."""
-        from dispatch.jobs import create_job
+        from dispatch.job_records import create_job
 
         backend_name, plan = self._prepare(backend, policy, spec)
         job_id = create_job(
@@ -382,8 +382,8 @@ class Client:
         self, spec: JobSpec, *, backend: str | None = None, policy: PolicyArg = None
     ) -> DryRun:
         """:meth:`dry_run` for a ready :class:`dispatch.JobSpec`."""
-        from dispatch.enums import Enforcer
-        from dispatch.jobs import new_job_id
+        from dispatch.job_records import new_job_id
+        from dispatch.model.enums import Enforcer
 
         backend_name, plan = self._prepare(backend, policy, spec)
         native = frozenset(b.rule.action for b in plan.bindings if b.enforcer is Enforcer.BACKEND)
@@ -408,7 +408,7 @@ class Client:
     def status(self, job_id: str, *, backend: str | None = None, record: bool = True) -> Status:
         """The record plus one fresh discovery; ``record=False`` asks the backend alone
         (S-29, level object-only, needs ``backend``)."""
-        from dispatch.jobs import status_of
+        from dispatch.job_records import status_of
 
         check_text(job_id, "job id")
         if backend is not None:
@@ -453,7 +453,7 @@ class Client:
     def request(self, job_id: str, make: Callable[[Job], list[Any]], done: str) -> Status:
         """Append what a person asked, then run one supervisor tick on the job so it
         happens now; :class:`Deferred` when the scheduler could not be reached for it."""
-        from dispatch.jobs import append_request, load_job, status_of
+        from dispatch.job_records import append_request, load_job, status_of
         from dispatch.store.base import VersionConflict
 
         check_text(job_id, "job id")

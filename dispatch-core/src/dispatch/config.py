@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 
 if TYPE_CHECKING:
     from dispatch.notify import Notifier

@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from dispatch.errors import DispatchError, Unreachable
+from dispatch.model.errors import DispatchError, Unreachable
 
 if TYPE_CHECKING:
     from dispatch.client import Client
-    from dispatch.job import Job, Transition
+    from dispatch.core.job import Job, Transition
+    from dispatch.core.status import Status
     from dispatch.logs import LogChunk
-    from dispatch.status import Status
     from dispatch.supervisor import TickReport
 
 
@@ -45,7 +45,7 @@ class JobHandle:
 
     def record(self) -> Job:
         """The job as its record says (folded events, no scheduler call)."""
-        from dispatch.jobs import load_job
+        from dispatch.job_records import load_job
 
         return load_job(self.client.store, self.job_id)
 
@@ -73,7 +73,7 @@ class JobHandle:
         :raises WaitTimeout: ``timeout`` seconds passed first (the job goes on).
         """
         from dispatch import units
-        from dispatch.enums import State
+        from dispatch.model.enums import State
 
         interval = units.seconds(interval, "interval")
         if timeout is not None:
@@ -125,45 +125,47 @@ class JobHandle:
 
     def cancel(self) -> Status:
         """Stop its objects and commit cancelled, by you (S-12)."""
-        from dispatch import requests
-        from dispatch.jobs import utc_now
+        from dispatch.core import interventions
+        from dispatch.job_records import utc_now
 
         actor = self.client.actor
         return self.client.request(
             self.job_id,
-            lambda job: requests.cancel(job, actor=actor, now=utc_now()),
+            lambda job: interventions.cancel(job, actor=actor, now=utc_now()),
             "cancel requested",
         )
 
     def resubmit(self) -> Status:
         """Release a held job with a new submission (spends no budget)."""
-        from dispatch import requests
-        from dispatch.jobs import utc_now
+        from dispatch.core import interventions
+        from dispatch.job_records import utc_now
 
         actor = self.client.actor
         return self.client.request(
             self.job_id,
             _pinned(
-                lambda job, hold: requests.resubmit(job, actor=actor, now=utc_now(), hold=hold)
+                lambda job, hold: interventions.resubmit(job, actor=actor, now=utc_now(), hold=hold)
             ),
             "resubmitted",
         )
 
     def give_up(self) -> Status:
         """End a held job as failed, with the cause that ended its execution (S-14)."""
-        from dispatch import requests
-        from dispatch.jobs import utc_now
+        from dispatch.core import interventions
+        from dispatch.job_records import utc_now
 
         actor = self.client.actor
         return self.client.request(
             self.job_id,
-            _pinned(lambda job, hold: requests.give_up(job, actor=actor, now=utc_now(), hold=hold)),
+            _pinned(
+                lambda job, hold: interventions.give_up(job, actor=actor, now=utc_now(), hold=hold)
+            ),
             "gave up",
         )
 
     def supersede(self) -> JobHandle:
         """Run this finished job again as a new job naming this one (S-18)."""
-        from dispatch.jobs import supersede_job
+        from dispatch.job_records import supersede_job
 
         new_id = supersede_job(
             self.client.store, self.client.registry, self.job_id, actor=self.client.actor
@@ -205,7 +207,7 @@ def _pinned(make: Callable[[Job, int | None], list[Any]]) -> Callable[[Job], lis
     """The request made against the hold the first read showed, on every retry: when a
     retry finds that hold resolved by someone else, it is refused, never applied to the
     job's next hold (issue 15.11)."""
-    from dispatch.requests import current_hold
+    from dispatch.core.interventions import current_hold
 
     seen: list[int | None] = []
 

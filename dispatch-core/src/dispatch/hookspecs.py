@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from dispatch.cause import Cause
-    from dispatch.declarations import Declarations
-    from dispatch.discovery import Discovery
-    from dispatch.spec import JobSpec
+    from dispatch.core.cause import Cause
+    from dispatch.model.declarations import Declarations
+    from dispatch.model.discovery import Discovery
+    from dispatch.model.spec import JobSpec
 
 PROJECT = "dispatch"
 

@@ -13,10 +13,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 
 if TYPE_CHECKING:
-    from dispatch.spec import Resources
+    from dispatch.model.spec import Resources
 
 _RESOURCE_KEYS = (
     "nodes",
@@ -81,7 +81,7 @@ def build_resources(
     ``"4G"`` or ``memory_mb``, ``time`` such as ``"90m"`` or ``time_limit`` as a timedelta
     or seconds); every error names the key."""
     from dispatch import units
-    from dispatch.spec import Resources
+    from dispatch.model.spec import Resources
 
     if given is None:
         return Resources()

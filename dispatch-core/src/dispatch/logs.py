@@ -15,13 +15,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dispatch.enums import Capability, State
-from dispatch.errors import BadInput
+from dispatch.model.enums import Capability, State
+from dispatch.model.errors import BadInput
 
 if TYPE_CHECKING:
     from dispatch.backends import Backend
+    from dispatch.core.status import SubmissionStatus
     from dispatch.handle import JobHandle
-    from dispatch.status import SubmissionStatus
 
 STREAMS = ("stdout", "stderr")
 

@@ -42,11 +42,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dispatch.errors import DecodeError
+from dispatch.model.errors import DecodeError
 
 if TYPE_CHECKING:
-    from dispatch.cause import Cause
-    from dispatch.events import Event
+    from dispatch.core.cause import Cause
+    from dispatch.model.events import Event
     from dispatch.store.base import RecordStore
 
 log = logging.getLogger("dispatch.notify")
@@ -91,7 +91,7 @@ def _page(store: RecordStore, position: int) -> tuple[list[Event], int]:
 def body_of(event: Event, events: Sequence[Event]) -> dict[str, Any]:
     """The JSON body: the event, and the job's status as its record says after it
     (``status`` is null when the job's record does not decode)."""
-    from dispatch.folding import fold
+    from dispatch.core.folding import fold
 
     key = f"{event.job_id}:{event.seq}"
     mine = [e for e in events if e.seq <= event.seq]

@@ -24,8 +24,8 @@ import tomllib
 from pathlib import Path
 
 from dispatch.core.policy import RecoveryPolicy, Rule
-from dispatch.enums import Action, CauseKind
-from dispatch.errors import BadInput, PolicyError
+from dispatch.model.enums import Action, CauseKind
+from dispatch.model.errors import BadInput, PolicyError
 
 _FIELDS = {"on", "action", "budget"}
 _TOP = ("rule", "avoid_nodes_after", "resubmit_on_stall")

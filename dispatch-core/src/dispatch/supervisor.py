@@ -37,17 +37,23 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from dispatch.backends import Backend, Registry
-from dispatch.cause import Cause
+from dispatch.core.cause import Cause
 from dispatch.core.decisions import decision
-from dispatch.discovery import Discovery, ObjectView
-from dispatch.effects import Append, Effect, OpenGate, Stop, Submit
-from dispatch.enums import CauseKind, Provenance
-from dispatch.errors import DecodeError, DispatchError, RecordConflict, SubmitRefused, Unreachable
-from dispatch.events import Event, SubmissionCreated, SubmissionFailed
-from dispatch.folding import fold
-from dispatch.job import Job
-from dispatch.jobs import utc_now
-from dispatch.stalls import progress_effects
+from dispatch.core.effects import Append, Effect, OpenGate, Stop, Submit
+from dispatch.core.folding import fold
+from dispatch.core.job import Job
+from dispatch.heartbeat import progress_effects
+from dispatch.job_records import utc_now
+from dispatch.model.discovery import Discovery, ObjectView
+from dispatch.model.enums import CauseKind, Provenance
+from dispatch.model.errors import (
+    DecodeError,
+    DispatchError,
+    RecordConflict,
+    SubmitRefused,
+    Unreachable,
+)
+from dispatch.model.events import Event, SubmissionCreated, SubmissionFailed
 from dispatch.store.base import Batch, Lease, RecordStore
 from dispatch.store.codec import collector_paused
 

@@ -10,7 +10,7 @@ import math
 import re
 from datetime import timedelta
 
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 
 _SUFFIX = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: The longest time limit accepted: a year. Leave the limit unset for "no limit".

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 
 #: Bounds on what a user file may hold; far above any real policy, config or job script.
 POLICY_LIMIT = 1 << 20

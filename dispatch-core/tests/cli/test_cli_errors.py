@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import dispatch.errors
+import dispatch.model.errors
 import pytest
 from click.testing import CliRunner
 from dispatch import CauseKind, Declarations, Discovery, hookimpl
@@ -21,13 +21,13 @@ from dispatch.store.sqlite import SQLiteStore
 
 #: docs/cli.md, "Exit codes": the documented code of each kind of error.
 DOCUMENTED = [
-    (dispatch.errors.Unreachable, 3),
-    (dispatch.errors.RecordConflict, 4),
-    (dispatch.errors.DecodeError, 4),
-    (dispatch.errors.BackendBroken, 7),
-    (dispatch.errors.BadInput, 2),
-    (dispatch.errors.SubmitRefused, 2),
-    (dispatch.errors.DispatchError, 2),
+    (dispatch.model.errors.Unreachable, 3),
+    (dispatch.model.errors.RecordConflict, 4),
+    (dispatch.model.errors.DecodeError, 4),
+    (dispatch.model.errors.BackendBroken, 7),
+    (dispatch.model.errors.BadInput, 2),
+    (dispatch.model.errors.SubmitRefused, 2),
+    (dispatch.model.errors.DispatchError, 2),
     (OSError, 3),
     (Exception, 70),
 ]
@@ -41,8 +41,8 @@ def _error_types() -> list[type[BaseException]]:
     """Every dispatch error class (those added later included), plus a bug and an OS error."""
     found = {
         cls
-        for _, cls in inspect.getmembers(dispatch.errors, inspect.isclass)
-        if issubclass(cls, dispatch.errors.DispatchError)
+        for _, cls in inspect.getmembers(dispatch.model.errors, inspect.isclass)
+        if issubclass(cls, dispatch.model.errors.DispatchError)
     }
     found |= {Deferred, WaitTimeout, OSError, RuntimeError, KeyError}
     return sorted(found, key=lambda c: c.__name__)
@@ -137,7 +137,7 @@ def test_a_backend_error_passes_if_documented_else_names_backend_and_hook_S50(
     job = Client(url, registry=registry).submit(["true"], backend="raising").job_id
     plugin.error = _make(cls)
     result = CliRunner().invoke(cli, ["status", job], obj=Context(url, registry=registry))
-    if issubclass(cls, dispatch.errors.Unreachable):  # documented for discover
+    if issubclass(cls, dispatch.model.errors.Unreachable):  # documented for discover
         assert result.exit_code == 3
     else:
         assert result.exit_code == 7, result.stderr

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from dispatch.client import Client, Deferred, JobHandle, WaitTimeout
-from dispatch.enums import State
-from dispatch.errors import BadInput, NotAllowed
-from dispatch.events import EscalationRaised
-from dispatch.policy import RecoveryPolicy, Rule
+from dispatch.core.policy import RecoveryPolicy, Rule
+from dispatch.model.enums import State
+from dispatch.model.errors import BadInput, NotAllowed
+from dispatch.model.events import EscalationRaised
 from dispatch.store.sqlite import SQLiteStore
 
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))

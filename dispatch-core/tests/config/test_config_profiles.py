@@ -10,7 +10,7 @@ import pytest
 from cli.cli_shell import Shell
 from dispatch.client import Client
 from dispatch.config import load_config
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 
 USER = """
 [profile.default]

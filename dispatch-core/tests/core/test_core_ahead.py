@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from core_bench import World, cause, policy
 from dispatch import Action, CauseKind, NotAllowed, State, fold
+from dispatch.core.interventions import give_up, resubmit
 from dispatch.core.projection import look_ahead
-from dispatch.events import Event, HoldPlaced
-from dispatch.requests import give_up, resubmit
+from dispatch.model.events import Event, HoldPlaced
 
 EXIT_HOLD = ([CauseKind.NON_ZERO_EXIT], Action.HOLD, None)
 

@@ -20,9 +20,9 @@ from dispatch import (
     State,
     fold,
 )
-from dispatch.events import SubmissionRequested, decode_event, encode_event
+from dispatch.core.interventions import resubmit
+from dispatch.model.events import SubmissionRequested, decode_event, encode_event
 from dispatch.policy_file import parse_policy
-from dispatch.requests import resubmit
 
 K = CauseKind
 EXCLUDING = declarations(capabilities=frozenset({Capability.GATING, Capability.EXCLUDE_NODES}))

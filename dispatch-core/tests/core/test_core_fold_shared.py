@@ -12,7 +12,7 @@ from __future__ import annotations
 from core_bench import World, cause, policy
 from dispatch import Action, CauseKind, Job, fold
 from dispatch.core.folding import forget as forget_transitions
-from dispatch.events import decode_event, encode_event
+from dispatch.model.events import decode_event, encode_event
 from dispatch.store.codec import decode_body, forget
 
 

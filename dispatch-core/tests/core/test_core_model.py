@@ -27,8 +27,8 @@ from dispatch import (
     Unreachable,
     root_cause,
 )
-from dispatch.enums import Enforcer
-from dispatch.events import decode_event
+from dispatch.model.enums import Enforcer
+from dispatch.model.events import decode_event
 from pydantic import ValidationError
 
 T = datetime(2026, 1, 1, tzinfo=UTC)

@@ -18,16 +18,16 @@ from dispatch import (
     fold,
     project,
 )
-from dispatch.enums import TERMINAL_STATES
-from dispatch.events import (
+from dispatch.core.interventions import cancel, give_up, resubmit
+from dispatch.core.status import Status
+from dispatch.model.enums import TERMINAL_STATES
+from dispatch.model.events import (
     HoldPlaced,
     RecoveryStarted,
     SubmissionRequested,
     decode_event,
     encode_event,
 )
-from dispatch.requests import cancel, give_up, resubmit
-from dispatch.status import Status
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

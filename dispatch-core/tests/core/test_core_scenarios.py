@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from core_bench import World, cause, declarations, policy
 from dispatch import Action, CauseKind, Level, Phase, Provenance, State
-from dispatch.enums import Resolution
-from dispatch.events import CancelRequested, HoldResolved, OutcomeCommitted, SupersededBy
-from dispatch.requests import cancel, give_up, resubmit, supersede
+from dispatch.core.interventions import cancel, give_up, resubmit, supersede
+from dispatch.model.enums import Resolution
+from dispatch.model.events import CancelRequested, HoldResolved, OutcomeCommitted, SupersededBy
 
 PREEMPT_RESUBMIT_3 = ([CauseKind.PREEMPTED, CauseKind.NODE_LOST], Action.RESUBMIT, 3)
 EXIT_HOLD = ([CauseKind.NON_ZERO_EXIT], Action.HOLD, None)
@@ -235,7 +235,7 @@ def test_object_only_status_is_never_terminal_S29() -> None:
 
 
 def test_launch_refusal_goes_through_the_plan() -> None:
-    from dispatch.events import SubmissionFailed
+    from dispatch.model.events import SubmissionFailed
 
     w = World(policy(([CauseKind.LAUNCH_FAILED], Action.RESUBMIT, 1)))
     effects = decide_only(w)

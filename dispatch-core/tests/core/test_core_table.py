@@ -11,6 +11,7 @@ import pytest
 from core_bench import World, cause, declarations, policy
 from dispatch import Action, CauseKind, Execution, Phase, State
 from dispatch.core.folding import APPLY
+from dispatch.core.interventions import resubmit
 from dispatch.core.table import (
     CAUSES,
     CONDITIONS,
@@ -27,8 +28,7 @@ from dispatch.core.table import (
     rule_on_execution,
     shown,
 )
-from dispatch.events import Event, JobCreated
-from dispatch.requests import resubmit
+from dispatch.model.events import Event, JobCreated
 
 DOCS = Path(__file__).parents[2] / "docs" / "model.md"
 K = CauseKind
@@ -207,7 +207,7 @@ def test_each_shown_row_is_what_project_shows_S17_S21_S26_S37_S38() -> None:
 
 def _failed(w: World) -> Event:
     """Replace the bench's submission-created with the scheduler refusing the submit."""
-    from dispatch.events import SubmissionFailed
+    from dispatch.model.events import SubmissionFailed
 
     last = w.events[-1]
     return SubmissionFailed(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dispatch import Cause, CauseKind, JobSpec, ObjectView, Phase, Provenance, Resources
 from dispatch.local.backend import LocalBackend
-from dispatch.warning import parse_warning
+from dispatch.warning_text import parse_warning
 from endings.endings_files import wait_for
 
 #: traps the warning, writes a checkpoint in DISPATCH_CHECKPOINT_DIR and exits 0

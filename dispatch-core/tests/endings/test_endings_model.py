@@ -11,9 +11,9 @@ import pytest
 from cli.cli_shell import Shell
 from dispatch.core.progress import stall, words
 from dispatch.core.warning import EndWarning
-from dispatch.errors import BadInput
-from dispatch.spec import JobSpec
-from dispatch.warning import endings, parse_warning
+from dispatch.model.errors import BadInput
+from dispatch.model.spec import JobSpec
+from dispatch.warning_text import endings, parse_warning
 
 
 @pytest.mark.parametrize(

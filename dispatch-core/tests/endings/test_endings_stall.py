@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from dispatch import Client
-from dispatch.enums import State
+from dispatch.model.enums import State
 from dispatch.notify import Notifier
 
 #: beats three times, then hangs (as a rank stuck in a collective would), printing nothing
@@ -78,6 +78,6 @@ def test_a_silent_heartbeat_raises_one_escalation_and_a_notification_S47(
 
 
 def _escalations(client: Client, job_id: str) -> tuple:
-    from dispatch.folding import fold
+    from dispatch.core.folding import fold
 
     return fold(client.store.read(job_id)).escalations

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from dispatch import Client, RecoveryPolicy
-from dispatch.enums import Action, CauseKind, Provenance, State
-from dispatch.events import (
+from dispatch.model.enums import Action, CauseKind, Provenance, State
+from dispatch.model.events import (
     EscalationRaised,
     OutcomeCommitted,
     RecoveryStarted,

@@ -21,13 +21,14 @@ from dispatch import (
     State,
     project,
 )
+from dispatch.core.effects import Append, Stop, Submit
 from dispatch.core.policy import RecoveryPolicy
 from dispatch.core.progress import on_stall
+from dispatch.core.status import Status
 from dispatch.core.table import STALL_TABLE, Verdict, rule_on_stall
-from dispatch.effects import Append, Stop, Submit
-from dispatch.enums import Provenance
-from dispatch.errors import BadInput, PolicyError
-from dispatch.events import (
+from dispatch.model.enums import Provenance
+from dispatch.model.errors import BadInput, PolicyError
+from dispatch.model.events import (
     CancelRequested,
     EscalationRaised,
     HoldPlaced,
@@ -36,9 +37,8 @@ from dispatch.events import (
     SubmissionCreated,
     SubmissionRequested,
 )
+from dispatch.model.spec import JobSpec
 from dispatch.policy_file import load_policy, parse_policy
-from dispatch.spec import JobSpec
-from dispatch.status import Status
 
 WINDOW = timedelta(seconds=60)
 K = CauseKind

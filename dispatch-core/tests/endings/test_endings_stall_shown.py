@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from dispatch import Client, RecoveryPolicy
 from dispatch.cli.render import plan_text
-from dispatch.enums import Action, CauseKind, State
+from dispatch.core.status import Status
 from dispatch.handle import WaitTimeout
-from dispatch.status import Status
+from dispatch.model.enums import Action, CauseKind, State
 
 HANGS = """#!/bin/sh
 for i in 1 2 3; do touch "$DISPATCH_HEARTBEAT"; sleep 0.2; done

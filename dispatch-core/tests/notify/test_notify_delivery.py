@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from cli.cli_shell import Shell
 from dispatch.client import Client
+from dispatch.core.policy import RecoveryPolicy, Rule
 from dispatch.notify import Notifier
-from dispatch.policy import RecoveryPolicy, Rule
 from dispatch.store import open_store
 from notify.notify_receiver import Receiver
 

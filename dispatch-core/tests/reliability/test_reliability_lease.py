@@ -8,8 +8,8 @@ import time
 from datetime import UTC, datetime
 
 from dispatch import JobSpec, RecoveryPolicy, Registry
-from dispatch.jobs import append_request, create_job, load_job
-from dispatch.requests import cancel
+from dispatch.core.interventions import cancel
+from dispatch.job_records import append_request, create_job, load_job
 from dispatch.store.sqlite import SQLiteStore
 from dispatch_testing.crash import Machine
 

@@ -16,9 +16,9 @@ RACER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from datetime import UTC, datetime
-    from dispatch.errors import NotAllowed
-    from dispatch.jobs import load_job, request
-    from dispatch.requests import current_hold, resubmit
+    from dispatch.model.errors import NotAllowed
+    from dispatch.job_records import load_job, request
+    from dispatch.core.interventions import current_hold, resubmit
     from dispatch.store.sqlite import SQLiteStore
 
     record, job, actor, barrier = sys.argv[1:]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from dispatch.events import decode_event, encode_event
+from dispatch.model.events import decode_event, encode_event
 from dispatch.store.base import UndecodableRow, decode_row
 from dispatch.store.codec import collector_paused, decode_body, forget
 

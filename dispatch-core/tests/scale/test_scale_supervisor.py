@@ -12,7 +12,7 @@ import pytest
 from core_bench import policy
 from dispatch import Action, CauseKind, JobSpec, Registry
 from dispatch import supervisor as supervisor_module
-from dispatch.jobs import create_job
+from dispatch.job_records import create_job
 from dispatch.store.base import RecordStore
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend

@@ -9,7 +9,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from dispatch.errors import BadInput
 from dispatch.local.layout import (
     InsecureState,
     StateDir,
@@ -17,6 +16,7 @@ from dispatch.local.layout import (
     private_mkdir,
     write_atomic,
 )
+from dispatch.model.errors import BadInput
 
 
 def mode(path: Path) -> int:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
-from dispatch.errors import BadInput, RecordConflict, UnknownJob
+from dispatch.model.errors import BadInput, RecordConflict, UnknownJob
 from dispatch.store.postgres import PostgresStore
 from psycopg import sql
 

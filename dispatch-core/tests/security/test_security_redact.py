@@ -11,7 +11,7 @@ import traceback
 from pathlib import Path
 
 import pytest
-from dispatch.errors import BadInput, DispatchError, Unreachable
+from dispatch.model.errors import BadInput, DispatchError, Unreachable
 from dispatch.store import open_store, redact, redact_text
 from dispatch.store.postgres import PostgresStore
 

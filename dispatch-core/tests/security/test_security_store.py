@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from dispatch.errors import BadInput, Unreachable
+from dispatch.model.errors import BadInput, Unreachable
 from dispatch.store import InsecureState, open_store
 from dispatch.store.sqlite import SQLiteStore
 
@@ -233,9 +233,9 @@ def test_record_read_only_by_its_mode_can_be_listed_by_its_owner_S36(
     script = """
 import json, os
 from datetime import UTC, datetime
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 from dispatch.store.sqlite import SQLiteStore
-from dispatch.events import decode_event
+from dispatch.model.events import decode_event
 events = json.loads(os.environ["EVENTS"])
 created = decode_event(events[0])
 os.mkdir("mine", 0o700)

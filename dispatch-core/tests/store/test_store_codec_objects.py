@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from dispatch.cause import Cause
-from dispatch.enums import CauseKind, Provenance
-from dispatch.events import (
+from dispatch.core.cause import Cause
+from dispatch.model.enums import CauseKind, Provenance
+from dispatch.model.events import (
     GateOpened,
     ObjectFound,
     ObjectMissing,

@@ -14,8 +14,8 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from dispatch.enums import State
-from dispatch.errors import BadInput, DecodeError, RecordConflict, UnknownJob
+from dispatch.model.enums import State
+from dispatch.model.errors import BadInput, DecodeError, RecordConflict, UnknownJob
 from dispatch.store import Batch, Lease, LeaseConflict, VersionConflict
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -268,8 +268,8 @@ class TestRecordStoreContract:
         code = (
             "import json, sys\n"
             "from datetime import datetime, UTC\n"
-            "from dispatch.errors import RecordConflict\n"
-            "from dispatch.events import SubmissionRequested\n"
+            "from dispatch.model.errors import RecordConflict\n"
+            "from dispatch.model.events import SubmissionRequested\n"
             f"{harness.child_open()}\n"
             "me = int(sys.argv[1]); out = {}\n"
             "for job in json.loads(sys.argv[2]):\n"

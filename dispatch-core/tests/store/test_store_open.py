@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 from dispatch.store import ACCEPTED_FORMS, default_store_url, open_store, sqlite_path
 from dispatch.store.postgres import PostgresStore
 from dispatch.store.sqlite import SQLiteStore

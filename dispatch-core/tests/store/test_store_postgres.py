@@ -9,7 +9,7 @@ import uuid
 
 import psycopg
 import pytest
-from dispatch.errors import DecodeError, Unreachable
+from dispatch.model.errors import DecodeError, Unreachable
 from dispatch.store.postgres import PostgresStore
 from psycopg import sql
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from dispatch.errors import DecodeError
+from dispatch.model.errors import DecodeError
 from dispatch.store import Feed, Quarantined, UndecodableRow
 
 AT = "2026-03-01T12:00:02+00:00"

@@ -8,8 +8,8 @@ import stat
 from datetime import UTC, datetime
 
 import pytest
-from dispatch.errors import BadInput, DecodeError, Unreachable
-from dispatch.events import JobCreated
+from dispatch.model.errors import BadInput, DecodeError, Unreachable
+from dispatch.model.events import JobCreated
 from dispatch.store import default_store_path, open_store
 from dispatch.store.sqlite import SQLiteStore
 

@@ -20,10 +20,10 @@ from dispatch import (
     Unreachable,
     hookimpl,
 )
-from dispatch.errors import BackendFailed
-from dispatch.jobs import append_request, create_job, load_job, status_of
-from dispatch.requests import cancel
-from dispatch.spec import JobSpec as Spec
+from dispatch.core.interventions import cancel
+from dispatch.job_records import append_request, create_job, load_job, status_of
+from dispatch.model.errors import BackendFailed
+from dispatch.model.spec import JobSpec as Spec
 from dispatch.store.base import RecordStore
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend

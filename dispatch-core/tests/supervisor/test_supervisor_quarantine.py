@@ -7,7 +7,7 @@ from __future__ import annotations
 from conftest import Harness
 from core_bench import policy
 from dispatch import JobSpec, Registry
-from dispatch.jobs import create_job
+from dispatch.job_records import create_job
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend
 from dispatch_testing.simulated.scheduler import runs_forever

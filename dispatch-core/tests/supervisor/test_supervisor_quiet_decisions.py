@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 from core_bench import policy
 from dispatch import Action, CauseKind, JobSpec, Registry, Resources
-from dispatch.errors import DispatchError
-from dispatch.events import RecoveryStarted
-from dispatch.jobs import create_job, load_job, request
-from dispatch.requests import cancel, current_hold, resubmit
+from dispatch.core.interventions import cancel, current_hold, resubmit
+from dispatch.job_records import create_job, load_job, request
+from dispatch.model.errors import DispatchError
+from dispatch.model.events import RecoveryStarted
 from dispatch.store import open_store
 from dispatch.supervisor import Supervisor, TickReport
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend

@@ -10,8 +10,8 @@ import pytest
 from core_bench import policy
 from core_plugins import Recording
 from dispatch import BadInput, JobSpec, Registry, Resources, State, hookimpl
-from dispatch.jobs import create_job, status_of
-from dispatch.spec import JobSpec as Spec
+from dispatch.job_records import create_job, status_of
+from dispatch.model.spec import JobSpec as Spec
 from dispatch.store.base import RecordStore
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend

@@ -7,8 +7,14 @@ from __future__ import annotations
 import pytest
 from core_bench import policy
 from dispatch import Action, CauseKind, JobSpec, NotAllowed, Registry, State
-from dispatch.jobs import create_job, load_job, request, status_of
-from dispatch.requests import HoldResolvedMeanwhile, cancel, current_hold, give_up, resubmit
+from dispatch.core.interventions import (
+    HoldResolvedMeanwhile,
+    cancel,
+    current_hold,
+    give_up,
+    resubmit,
+)
+from dispatch.job_records import create_job, load_job, request, status_of
 from dispatch.store.base import RecordStore
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend

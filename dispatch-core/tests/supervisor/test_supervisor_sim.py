@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from core_bench import policy
 from dispatch import Action, CauseKind, JobSpec, Registry, State
-from dispatch.errors import RecordConflict
-from dispatch.jobs import create_job, load_job, status_of
+from dispatch.job_records import create_job, load_job, status_of
+from dispatch.model.errors import RecordConflict
 from dispatch.store.base import RecordStore
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend
@@ -83,8 +83,8 @@ def test_preempted_job_is_resubmitted_by_the_supervisor_S13_S22(rig: Rig) -> Non
 
 
 def test_exit_1_is_held_then_released_by_a_person_S14(rig: Rig) -> None:
-    from dispatch.jobs import append_request
-    from dispatch.requests import resubmit
+    from dispatch.core.interventions import resubmit
+    from dispatch.job_records import append_request
 
     job = rig.job(PREEMPT, EXIT_HOLD)
     rig.sched.plan(job, 1, exit_with(1, after=2))
@@ -186,7 +186,7 @@ def test_stale_supervisor_cannot_append_after_takeover_S35(rig: Rig) -> None:
     (old,) = rig.store.acquire_leases([job], "old", timedelta(seconds=5), now).values()
     rig.store.acquire_leases([job], "new", timedelta(seconds=5), now + timedelta(seconds=6))
     version = load_job(rig.store, job).version
-    from dispatch.requests import cancel
+    from dispatch.core.interventions import cancel
 
     events = cancel(load_job(rig.store, job), actor="old-sup", now=now)
     with pytest.raises(RecordConflict):
@@ -214,8 +214,8 @@ def test_unreachable_scheduler_changes_nothing_and_backs_off_S5(rig: Rig) -> Non
 
 
 def test_cancel_through_the_record_stops_the_object_S12(rig: Rig) -> None:
-    from dispatch.jobs import append_request
-    from dispatch.requests import cancel
+    from dispatch.core.interventions import cancel
+    from dispatch.job_records import append_request
 
     job = rig.job(PREEMPT)
     rig.sched.plan(job, 1, runs_forever())
@@ -311,7 +311,7 @@ def test_cli_status_and_supervisor_see_the_same_S24_S40(rig: Rig) -> None:
     import sys
 
     from dispatch import Discovery, project
-    from dispatch.events import encode_event
+    from dispatch.model.events import encode_event
 
     job = rig.job(PREEMPT, EXIT_HOLD)
     rig.sched.plan(job, 1, exit_with(2, after=1))
@@ -329,7 +329,7 @@ def test_cli_status_and_supervisor_see_the_same_S24_S40(rig: Rig) -> None:
     code = (
         "import json, sys; from datetime import datetime\n"
         "from dispatch import Discovery, fold, project\n"
-        "from dispatch.events import decode_event\n"
+        "from dispatch.model.events import decode_event\n"
         "d = json.load(sys.stdin)\n"
         "job = fold([decode_event(e) for e in d['events']])\n"
         "disc = Discovery.model_validate_json(d['discovery'])\n"

@@ -32,13 +32,13 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from dispatch.cause import Cause
-from dispatch.declarations import Declarations
-from dispatch.discovery import Discovery
-from dispatch.enums import Action, Capability, CauseKind
-from dispatch.errors import BadInput, SubmitRefused
+from dispatch.core.cause import Cause
+from dispatch.model.declarations import Declarations
+from dispatch.model.discovery import Discovery
+from dispatch.model.enums import Action, Capability, CauseKind
+from dispatch.model.errors import BadInput, SubmitRefused
+from dispatch.model.spec import JobSpec
 from dispatch.plugin import hookimpl
-from dispatch.spec import JobSpec
 
 from dispatch_kubeflow import launch, logs, tags
 from dispatch_kubeflow.classify import read

@@ -35,9 +35,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from dispatch.cause import Cause
-from dispatch.discovery import Execution, ObjectView
-from dispatch.enums import CauseKind, Phase, Provenance
+from dispatch.core.cause import Cause
+from dispatch.model.discovery import Execution, ObjectView
+from dispatch.model.enums import CauseKind, Phase, Provenance
 
 from dispatch_kubeflow import endings, tags
 from dispatch_kubeflow.endings import ending_of, node_problem, pod_cause, pod_pending_cause

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 
 PREFIX = "DISPATCH_KUBEFLOW_"
 

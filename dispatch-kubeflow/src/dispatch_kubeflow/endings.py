@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from dispatch.cause import Cause, root_cause
-from dispatch.enums import CauseKind, Provenance
+from dispatch.core.cause import Cause, root_cause
+from dispatch.model.enums import CauseKind, Provenance
 
 from dispatch_kubeflow.evidence import (
     Evidence,

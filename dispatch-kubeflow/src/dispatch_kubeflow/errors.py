@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dispatch.errors import DispatchError
+from dispatch.model.errors import DispatchError
 
 
 class ApiRefused(DispatchError):

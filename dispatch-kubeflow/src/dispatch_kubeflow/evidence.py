@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dispatch.cause import Cause
-from dispatch.discovery import Execution
-from dispatch.enums import CauseKind, Provenance
+from dispatch.core.cause import Cause
+from dispatch.model.discovery import Execution
+from dispatch.model.enums import CauseKind, Provenance
 
 from dispatch_kubeflow import tags
 

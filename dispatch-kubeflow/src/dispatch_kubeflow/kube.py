@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import urllib3
-from dispatch.errors import BadInput, Unreachable
+from dispatch.model.errors import BadInput, Unreachable
 from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dispatch.enums import Launcher
-from dispatch.spec import JobSpec
+from dispatch.model.enums import Launcher
+from dispatch.model.spec import JobSpec
 
 from dispatch_kubeflow import tags
 

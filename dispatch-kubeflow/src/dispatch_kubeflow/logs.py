@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 
 from dispatch_kubeflow.errors import ApiRefused
 from dispatch_kubeflow.evidence import (

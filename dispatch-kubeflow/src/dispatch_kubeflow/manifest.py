@@ -28,8 +28,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dispatch.errors import SubmitRefused
-from dispatch.spec import JobSpec
+from dispatch.model.errors import SubmitRefused
+from dispatch.model.spec import JobSpec
 
 from dispatch_kubeflow import launch, tags
 from dispatch_kubeflow.config import KubeflowConfig

@@ -34,11 +34,18 @@ def start(timeout: float = 900) -> str:
     env = dict(os.environ)
     if shutil.which("sbatch") and shutil.which("slurmctld"):
         env.setdefault("SKIP_APT", "1")
-    done = subprocess.run(["bash", str(start_script())], env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    done = subprocess.run(
+        ["bash", str(start_script())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if done.returncode != 0:
-        raise ClusterError(f"{start_script()} failed ({done.returncode}):\n{done.stdout}"
-                           f"\n{done.stderr}")
+        raise ClusterError(
+            f"{start_script()} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+        )
     return done.stdout
 
 
@@ -57,8 +64,9 @@ def memory_enforcement() -> tuple[bool, str]:
 
     Works on any cluster (the non-destructive mode asks it of a platform team's own).
     """
-    done = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        ["scontrol", "show", "config"], capture_output=True, text=True, timeout=60, check=False
+    )
     if done.returncode != 0:
         return False, f"scontrol show config failed: {done.stderr.strip()}"
     config = {}
@@ -75,19 +83,27 @@ def memory_enforcement() -> tuple[bool, str]:
 
 def nodes() -> list[str]:
     """The cluster's node names, as ``sinfo`` lists them (empty when it cannot answer)."""
-    done = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=60, check=False
+    )
     if done.returncode != 0:
         return []
     return list(dict.fromkeys(done.stdout.split()))
 
 
 def _node_command(*args: str, timeout: float) -> str:
-    done = subprocess.run(["bash", str(start_script()), *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    done = subprocess.run(
+        ["bash", str(start_script()), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if done.returncode != 0:
-        raise ClusterError(f"start-slurm.sh {' '.join(args)} failed ({done.returncode}): "
-                           f"{done.stdout}{done.stderr}")
+        raise ClusterError(
+            f"start-slurm.sh {' '.join(args)} failed ({done.returncode}): "
+            f"{done.stdout}{done.stderr}"
+        )
     return done.stdout
 
 
@@ -107,8 +123,9 @@ def torch_python(timeout: float = 1800) -> str:
     """The python of a virtualenv where torch imports (the packaged install-torch.sh,
     idempotent and cached outside the checkout); :class:`ClusterError` when it cannot."""
     script = Path(str(resources.files(__package__).joinpath("install-torch.sh")))
-    done = subprocess.run(["bash", str(script)], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    done = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, timeout=timeout, check=False
+    )
     if done.returncode != 0 or not done.stdout.strip():
         raise ClusterError(f"{script} failed ({done.returncode}): {done.stderr}")
     return done.stdout.strip().splitlines()[-1]

@@ -151,21 +151,29 @@ class SlurmHarness(Harness):
         return options
 
     def long_spec(self) -> JobSpec:
-        return JobSpec(name="kit-long", command=("sleep", "3600"), workdir=self._workdir,
-                       options=self._options())
+        return JobSpec(
+            name="kit-long",
+            command=("sleep", "3600"),
+            workdir=self._workdir,
+            options=self._options(),
+        )
 
     def quick_spec(self) -> JobSpec:
-        return JobSpec(name="kit-quick", command=("true",), workdir=self._workdir,
-                       options=self._options())
+        return JobSpec(
+            name="kit-quick", command=("true",), workdir=self._workdir, options=self._options()
+        )
 
     def printing_spec(self, text: str) -> JobSpec:
-        return JobSpec(name="kit-print", command=("echo", text), workdir=self._workdir,
-                       options=self._partition_only())
+        return JobSpec(
+            name="kit-print",
+            command=("echo", text),
+            workdir=self._workdir,
+            options=self._partition_only(),
+        )
 
     def contract_spec(self) -> JobSpec:
         spec = super().contract_spec()
-        return spec.model_copy(update={"workdir": self._workdir,
-                                       "options": self._partition_only()})
+        return spec.model_copy(update={"workdir": self._workdir, "options": self._partition_only()})
 
     def _partition_only(self) -> dict[str, str]:
         partition = self._partition()
@@ -227,30 +235,44 @@ class SlurmHarness(Harness):
         if scenario is Scenario.NATIVE_RECOVERY:
             oid = p.long(job_id, partition="low", requeue="yes")
             p.preempt({job_id: oid})
-            return Provoked(object_id=oid, timeout=self.timeout,
-                            native_cause=CauseKind.PREEMPTED)
+            return Provoked(object_id=oid, timeout=self.timeout, native_cause=CauseKind.PREEMPTED)
         if scenario in (Scenario.NODE_LOST, Scenario.NODE_LOST_OF_N):
             spec = self.multi_node_spec() if scenario is Scenario.NODE_LOST_OF_N else None
-            oid = (p.submit(job_id, 1, spec, False) if spec is not None
-                   else p.long(job_id, partition="low", requeue="no"))
+            oid = (
+                p.submit(job_id, 1, spec, False)
+                if spec is not None
+                else p.long(job_id, partition="low", requeue="no")
+            )
             p.wait_state(oid, {"RUNNING"})
             time.sleep(3)  # srun launches its steps through the slurmd's: let it
             node = p.lose(oid)  # the last node: not the batch node when there are several
-            self._restorer = threading.Thread(target=self._restore_after, args=(p, oid),
-                                              daemon=True)
+            self._restorer = threading.Thread(
+                target=self._restore_after, args=(p, oid), daemon=True
+            )
             self._restorer.start()
             return Provoked(object_id=oid, timeout=self.timeout, nodes=(node,))
         if scenario is Scenario.RANK_FAILED:
             nodes, per_node = self.multi_node_shape
             last = nodes * per_node - 1
-            spec = self.multi_node_spec().model_copy(update={"command": (
-                "sh", "-c", f'if [ "$RANK" = {last} ]; then sleep 2; exit 5; fi; sleep 3600')})
+            spec = self.multi_node_spec().model_copy(
+                update={
+                    "command": (
+                        "sh",
+                        "-c",
+                        f'if [ "$RANK" = {last} ]; then sleep 2; exit 5; fi; sleep 3600',
+                    )
+                }
+            )
             oid = p.submit(job_id, 1, spec, False)
             p.wait_state(oid, {"RUNNING", "FAILED", "COMPLETING"})
             # Slurm names the failing step's node; the rank only when a step holds one task
-            return Provoked(object_id=oid, timeout=self.timeout, exit_code=5,
-                            nodes=(p.nodes_of(oid)[-1],),
-                            rank=last if per_node == 1 else None)
+            return Provoked(
+                object_id=oid,
+                timeout=self.timeout,
+                exit_code=5,
+                nodes=(p.nodes_of(oid)[-1],),
+                rank=last if per_node == 1 else None,
+            )
         raise NotProvokable(f"no way to provoke {scenario} on Slurm")
 
     def _restore_after(self, p: Provoker, object_id: str) -> None:

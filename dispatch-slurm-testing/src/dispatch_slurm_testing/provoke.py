@@ -43,16 +43,18 @@ class Provocation:
 
 
 def node_names() -> list[str]:
-    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
-                         timeout=30, check=False).stdout.split()
+    out = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout.split()
     if not out:
         raise CannotProvoke("sinfo lists no node")
     return list(dict.fromkeys(out))
 
 
 def node_cpus() -> int:
-    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%c"], capture_output=True, text=True,
-                         timeout=30, check=False).stdout.split()
+    out = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%c"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout.split()
     return int(out[0]) if out else 1
 
 
@@ -74,8 +76,13 @@ class Provoker:
 
     # -- building blocks ----------------------------------------------------------------
 
-    def spec(self, command: tuple[str, ...] = (), script: str | None = None,
-             resources: Resources | None = None, **options: str) -> JobSpec:
+    def spec(
+        self,
+        command: tuple[str, ...] = (),
+        script: str | None = None,
+        resources: Resources | None = None,
+        **options: str,
+    ) -> JobSpec:
         chosen = {"output": f"{self.workdir}/%j.out", **options}
         if self.partition:
             chosen["partition"] = self.partition
@@ -105,9 +112,17 @@ class Provoker:
     def sbatch_helper(self, *args: str) -> str:
         """An untagged job dispatch does not own (a preemptor, a failing parent)."""
         chosen = [f"--partition={self.partition}"] if self.partition else []
-        out = self.oob.run(["sbatch", "--parsable", "--job-name=dispatch-slurm-helper",
-                            f"--chdir={self.workdir}", f"--output={self.workdir}/%j.out",
-                            *chosen, *args])
+        out = self.oob.run(
+            [
+                "sbatch",
+                "--parsable",
+                "--job-name=dispatch-slurm-helper",
+                f"--chdir={self.workdir}",
+                f"--output={self.workdir}/%j.out",
+                *chosen,
+                *args,
+            ]
+        )
         if not out.ok:
             raise CannotProvoke(f"helper sbatch {' '.join(args)}: {out.words()}")
         helper = out.stdout.strip().split(";")[0]
@@ -135,8 +150,9 @@ class Provoker:
 
     def time_limit(self, job_id: str) -> Provocation:
         """One minute is Slurm's smallest time limit: this ending takes 60-75 s."""
-        spec = self.spec(("sleep", "600"), resources=Resources(time_limit=timedelta(minutes=1)),
-                         partition="high")
+        spec = self.spec(
+            ("sleep", "600"), resources=Resources(time_limit=timedelta(minutes=1)), partition="high"
+        )
         return Provocation(job_id, self.submit(job_id, 1, spec, False), CauseKind.TIME_LIMIT)
 
     def out_of_memory(self, job_id: str, in_step: bool = False) -> Provocation:
@@ -145,8 +161,10 @@ class Provoker:
             raise CannotProvoke(f"no cgroup memory enforcement here: {why}")
         hog = "python3 -c 'b = bytearray(600 * 1024 * 1024); import time; time.sleep(5)'"
         if in_step:
-            spec = self.spec(("python3", "-c", "b = bytearray(600 * 1024 * 1024)"),
-                             resources=Resources(memory_mb=100))
+            spec = self.spec(
+                ("python3", "-c", "b = bytearray(600 * 1024 * 1024)"),
+                resources=Resources(memory_mb=100),
+            )
         else:
             spec = self.spec(script=f"#!/bin/sh\n{hog}\n", resources=Resources(memory_mb=100))
         return Provocation(job_id, self.submit(job_id, 1, spec, False), CauseKind.OUT_OF_MEMORY)
@@ -178,8 +196,9 @@ class Provoker:
         spec = self.spec(("true",), sbatch_args=f"--dependency=afterok:{parent}")
         oid = self.submit(job_id, 1, spec, False)
         self.wait_state(oid, {"PENDING"})
-        return Provocation(job_id, oid, CauseKind.UNKNOWN, raw="DependencyNeverSatisfied",
-                           helpers=[parent])
+        return Provocation(
+            job_id, oid, CauseKind.UNKNOWN, raw="DependencyNeverSatisfied", helpers=[parent]
+        )
 
     def held_by_scheduler(self, job_id: str) -> Provocation:
         spec = self.spec(("true",), sbatch_args="--begin=now+3600")
@@ -197,8 +216,14 @@ class Provoker:
             raise CannotProvoke(f"scancel {oid}: {out.words()}")
         return Provocation(job_id, oid, CauseKind.CANCELLED)
 
-    def long(self, job_id: str, partition: str = "low", requeue: str = "no",
-             gated: bool = False, **options: str) -> str:
+    def long(
+        self,
+        job_id: str,
+        partition: str = "low",
+        requeue: str = "no",
+        gated: bool = False,
+        **options: str,
+    ) -> str:
         spec = self.spec(("sleep", "600"))
         chosen = {"partition": partition, "requeue": requeue, **options}
         spec = spec.model_copy(update={"options": {**chosen, **spec.options}})
@@ -210,8 +235,12 @@ class Provoker:
         for oid in victims.values():
             self.wait_state(oid, {"RUNNING"})
         cpus = node_cpus()
-        return self.sbatch_helper("--partition=high", f"--nodes={len(node_names())}",
-                                  f"--cpus-per-task={cpus}", f"--wrap=sleep {rerun_seconds}")
+        return self.sbatch_helper(
+            "--partition=high",
+            f"--nodes={len(node_names())}",
+            f"--cpus-per-task={cpus}",
+            f"--wrap=sleep {rerun_seconds}",
+        )
 
     def requeue(self, object_id: str) -> None:
         self.wait_state(object_id, {"RUNNING"})
@@ -221,8 +250,9 @@ class Provoker:
 
     def nodes_of(self, object_id: str) -> list[str]:
         """The nodes the job runs on, in Slurm's order (the first is the batch node)."""
-        listed = self.oob.run(["squeue", "-h", "--states=all", "-j", object_id,
-                               "-o", "%N"]).stdout.strip()
+        listed = self.oob.run(
+            ["squeue", "-h", "--states=all", "-j", object_id, "-o", "%N"]
+        ).stdout.strip()
         if not listed:
             raise CannotProvoke(f"job {object_id} runs on no node")
         shown = self.oob.run(["scontrol", "show", "hostnames", listed])

@@ -107,9 +107,11 @@ def attribution_queries(squeue_text: str, sacct_text: str, wanted: Collection[st
             if _TIME.fullmatch(start) and (not since or start < since):
                 since = start
     unique_nodes = ",".join(dict.fromkeys(nodes))
-    return Queries(steps_of=tuple(dict.fromkeys(ids)),
-                   events_nodes=unique_nodes if since else "",
-                   events_since=since)
+    return Queries(
+        steps_of=tuple(dict.fromkeys(ids)),
+        events_nodes=unique_nodes if since else "",
+        events_since=since,
+    )
 
 
 def parse_attribution(steps_text: str, events_text: str) -> Attribution:
@@ -147,10 +149,13 @@ def _step_cause(row: StepRow) -> Cause:
     if match and match.group(1) == match.group(2):
         rank = int(match.group(1))
     exit_text = str(row.exit) if row.exit is not None else "(none)"
-    detail = (f"sacct step {row.job_id}.{row.step} ({row.name}): State={row.state} "
-              f"ExitCode={exit_text} NodeList={row.nodes}")
-    state = "CANCELLED by" if row.state == "CANCELLED" and row.cancelled_by is not None \
-        else row.state
+    detail = (
+        f"sacct step {row.job_id}.{row.step} ({row.name}): State={row.state} "
+        f"ExitCode={exit_text} NodeList={row.nodes}"
+    )
+    state = (
+        "CANCELLED by" if row.state == "CANCELLED" and row.cancelled_by is not None else row.state
+    )
     kind, provenance, _ = STEP_TABLE.get(state, _NO_ROW)
     exit_code, actor = None, None
     if kind is CauseKind.NON_ZERO_EXIT:
@@ -160,8 +165,16 @@ def _step_cause(row: StepRow) -> Cause:
             exit_code = row.exit.code if row.exit.code else 128 + row.exit.signal
     if kind is CauseKind.CANCELLED and row.cancelled_by is not None:
         actor = user_of(row.cancelled_by)
-    return Cause(kind=kind, provenance=provenance, actor=actor, detail=detail,
-                 exit_code=exit_code, at=row.ended, nodes=nodes, rank=rank)
+    return Cause(
+        kind=kind,
+        provenance=provenance,
+        actor=actor,
+        detail=detail,
+        exit_code=exit_code,
+        at=row.ended,
+        nodes=nodes,
+        rank=rank,
+    )
 
 
 #: step states that are not an ending yet
@@ -171,19 +184,31 @@ _UNSETTLED = ("RUNNING", "PENDING", "COMPLETING", "CONFIGURING", "SUSPENDED", "R
 #: A step's state -> its node's own ending (one step per node, see the module docstring).
 STEP_TABLE: dict[str, tuple[CauseKind, Provenance, str]] = {
     "COMPLETED": (CauseKind.NONE, Provenance.APPLICATION, "the node's tasks exited 0"),
-    "OUT_OF_MEMORY": (CauseKind.OUT_OF_MEMORY, Provenance.SCHEDULER,
-                      "a task on the node was OOM-killed (its cgroup)"),
-    "FAILED": (CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION,
-               "a task on the node exited non-zero (code, or 128 + signal)"),
+    "OUT_OF_MEMORY": (
+        CauseKind.OUT_OF_MEMORY,
+        Provenance.SCHEDULER,
+        "a task on the node was OOM-killed (its cgroup)",
+    ),
+    "FAILED": (
+        CauseKind.NON_ZERO_EXIT,
+        Provenance.APPLICATION,
+        "a task on the node exited non-zero (code, or 128 + signal)",
+    ),
     "NODE_FAIL": (CauseKind.NODE_LOST, Provenance.SCHEDULER, "the node failed"),
     "TIMEOUT": (CauseKind.TIME_LIMIT, Provenance.SCHEDULER, "the job's time limit"),
-    "CANCELLED by": (CauseKind.CANCELLED, Provenance.ACTOR,
-                     "stopped by the wrapper after another node's failure (or by a user): "
-                     "the root-cause rule ranks it last"),
-    "CANCELLED": (CauseKind.NON_ZERO_EXIT, Provenance.APPLICATION,
-                  "no `by <uid>`, in a FAILED job: srun --kill-on-bad-exit ended the step "
-                  "because one of its tasks failed (sacct keeps no per-task exit code: the "
-                  "job's exit code is that task's, set by the wrapper)"),
+    "CANCELLED by": (
+        CauseKind.CANCELLED,
+        Provenance.ACTOR,
+        "stopped by the wrapper after another node's failure (or by a user): "
+        "the root-cause rule ranks it last",
+    ),
+    "CANCELLED": (
+        CauseKind.NON_ZERO_EXIT,
+        Provenance.APPLICATION,
+        "no `by <uid>`, in a FAILED job: srun --kill-on-bad-exit ended the step "
+        "because one of its tasks failed (sacct keeps no per-task exit code: the "
+        "job's exit code is that task's, set by the wrapper)",
+    ),
 }
 _NO_ROW = (CauseKind.UNKNOWN, Provenance.SCHEDULER, "any other state: unknown")
 
@@ -199,8 +224,7 @@ def render_markdown() -> str:
 
 
 def _rank_steps(rows: list[StepRow]) -> list[StepRow]:
-    return [r for r in rows if r.step.isascii() and r.step.isdigit()
-            and r.state not in _UNSETTLED]
+    return [r for r in rows if r.step.isascii() and r.step.isdigit() and r.state not in _UNSETTLED]
 
 
 def attribute(
@@ -239,32 +263,49 @@ def attribute(
         # wrapper ends the job before Slurm declares the node down); slurmdbd's DOWN
         # event confirms it
         # the silent step ends when Slurm declares its node down: that is when the event is
-        lost = tuple(n for r in steps if r.exit is None
-                     for n in _lost_by_events(expand_safe(r.nodes), r.started or started,
-                                              r.ended or ended, found.events))
+        lost = tuple(
+            n
+            for r in steps
+            if r.exit is None
+            for n in _lost_by_events(
+                expand_safe(r.nodes), r.started or started, r.ended or ended, found.events
+            )
+        )
         if lost:
-            return _lost(cause.model_copy(update={
-                "kind": CauseKind.NODE_LOST, "provenance": Provenance.SCHEDULER,
-                "exit_code": None}), lost, found), per_node
+            return _lost(
+                cause.model_copy(
+                    update={
+                        "kind": CauseKind.NODE_LOST,
+                        "provenance": Provenance.SCHEDULER,
+                        "exit_code": None,
+                    }
+                ),
+                lost,
+                found,
+            ), per_node
         if not settled:
             return cause, per_node
     root = root_cause(per_node)
     if root is None or root.kind is CauseKind.NONE:
         return cause, per_node
-    update: dict[str, object] = {"nodes": root.nodes, "rank": root.rank,
-                                 "detail": f"{cause.detail}; root step: {root.detail}"}
+    update: dict[str, object] = {
+        "nodes": root.nodes,
+        "rank": root.rank,
+        "detail": f"{cause.detail}; root step: {root.detail}",
+    }
     if root.kind is CauseKind.OUT_OF_MEMORY and cause.kind is not CauseKind.OUT_OF_MEMORY:
         # sacct's DerivedExitCode races (0:0 in one run of three); the step state does not
-        update.update(kind=CauseKind.OUT_OF_MEMORY, provenance=Provenance.SCHEDULER,
-                      exit_code=None)
+        update.update(kind=CauseKind.OUT_OF_MEMORY, provenance=Provenance.SCHEDULER, exit_code=None)
     return cause.model_copy(update=update), per_node
 
 
 def _lost(cause: Cause, lost: tuple[str, ...], found: Attribution) -> Cause:
     events = [e for e in found.events if e.node in lost]
-    words = "; ".join(f"sacctmgr: Node={e.node} State={e.state} Reason={e.reason} "
-                      f"Start={e.started.isoformat() if e.started else '?'}"
-                      for e in events)
+    words = "; ".join(
+        f"sacctmgr: Node={e.node} State={e.state} Reason={e.reason} "
+        f"Start={e.started.isoformat() if e.started else '?'}"
+        for e in events
+    )
     detail = f"{cause.detail} {words}".strip() if words else cause.detail
     return cause.model_copy(update={"nodes": tuple(dict.fromkeys(lost)), "detail": detail})
 
@@ -278,8 +319,9 @@ def silent_nodes(steps_text: str) -> tuple[str, str]:
         for step in _rank_steps(row):
             if step.exit is None:
                 nodes += expand_safe(step.nodes)
-                start = (step.started.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
-                         if step.started else "")  # sacctmgr reads local time
+                start = (
+                    step.started.astimezone().strftime("%Y-%m-%dT%H:%M:%S") if step.started else ""
+                )  # sacctmgr reads local time
                 if start and (not since or start < since):
                     since = start
     return ",".join(dict.fromkeys(nodes)), since
@@ -292,8 +334,12 @@ def expand_safe(text: str) -> tuple[str, ...]:
         return ()
 
 
-def _lost_by_events(hosts: tuple[str, ...], started: datetime | None, ended: datetime | None,
-                    events: list[NodeEvent]) -> tuple[str, ...]:
+def _lost_by_events(
+    hosts: tuple[str, ...],
+    started: datetime | None,
+    ended: datetime | None,
+    events: list[NodeEvent],
+) -> tuple[str, ...]:
     lost = []
     for event in events:
         if event.node not in hosts or event.started is None:

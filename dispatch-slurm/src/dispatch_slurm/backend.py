@@ -82,9 +82,23 @@ OPTIONS = {
     "sbatch_args": "more sbatch options, split like a shell would (never run by a shell)",
 }
 #: options dispatch sets itself; an sbatch_args that tries to set them is refused
-_RESERVED = ("-J", "--job-name", "--comment", "-H", "--hold", "--parsable", "--requeue",
-             "--no-requeue", "--wrap", "-D", "--chdir", "--export", "--open-mode", "-x",
-             "--exclude")
+_RESERVED = (
+    "-J",
+    "--job-name",
+    "--comment",
+    "-H",
+    "--hold",
+    "--parsable",
+    "--requeue",
+    "--no-requeue",
+    "--wrap",
+    "-D",
+    "--chdir",
+    "--export",
+    "--open-mode",
+    "-x",
+    "--exclude",
+)
 
 
 class SlurmCommandFailed(DispatchError):
@@ -115,14 +129,30 @@ def declarations() -> Declarations:
         },
         native_actions=frozenset({Action.REQUEUE}),
         reports=frozenset(
-            {CauseKind.NONE, CauseKind.PREEMPTED, CauseKind.NODE_LOST, CauseKind.OUT_OF_MEMORY,
-             CauseKind.TIME_LIMIT, CauseKind.NON_ZERO_EXIT, CauseKind.LAUNCH_FAILED,
-             CauseKind.NO_CAPACITY, CauseKind.HELD, CauseKind.REQUEUED, CauseKind.CANCELLED,
-             CauseKind.UNKNOWN}
+            {
+                CauseKind.NONE,
+                CauseKind.PREEMPTED,
+                CauseKind.NODE_LOST,
+                CauseKind.OUT_OF_MEMORY,
+                CauseKind.TIME_LIMIT,
+                CauseKind.NON_ZERO_EXIT,
+                CauseKind.LAUNCH_FAILED,
+                CauseKind.NO_CAPACITY,
+                CauseKind.HELD,
+                CauseKind.REQUEUED,
+                CauseKind.CANCELLED,
+                CauseKind.UNKNOWN,
+            }
         ),
         capabilities=frozenset(
-            {Capability.GATING, Capability.TIME_LIMIT, Capability.MULTI_NODE, Capability.GPUS,
-             Capability.EXCLUDE_NODES, Capability.LOGS}
+            {
+                Capability.GATING,
+                Capability.TIME_LIMIT,
+                Capability.MULTI_NODE,
+                Capability.GPUS,
+                Capability.EXCLUDE_NODES,
+                Capability.LOGS,
+            }
         ),
         max_discovery_batch=1000,
         options=dict(OPTIONS),
@@ -141,8 +171,10 @@ def validate(spec: JobSpec, job_id: str = "") -> None:
     if requeue not in ("yes", "no"):
         raise BadInput(f"{where}option requeue={spec.options['requeue']!r}: expected yes or no")
     if spec.script is not None and spec.launcher is Launcher.TORCHRUN:
-        raise BadInput(f"{where}--launcher torchrun starts a command on every node; a --script "
-                       "is the batch script itself and starts its own steps")
+        raise BadInput(
+            f"{where}--launcher torchrun starts a command on every node; a --script "
+            "is the batch script itself and starts its own steps"
+        )
     for node in spec.exclude_nodes:
         if not node or any(c in node for c in ",[] \t\n"):
             raise BadInput(f"{where}exclude node {node!r}: expected one Slurm node name")
@@ -164,8 +196,9 @@ def _extra_words(spec: JobSpec, where: str) -> list[str]:
     return words
 
 
-def sbatch_argv(job_id: str, submission: int, spec: JobSpec, gated: bool,
-                script_path: str) -> list[str]:
+def sbatch_argv(
+    job_id: str, submission: int, spec: JobSpec, gated: bool, script_path: str
+) -> list[str]:
     """The sbatch argument list for one submission (no shell anywhere)."""
     validate(spec, job_id)
     tag = Tag(job_id=job_id, submission=submission, gated=gated)
@@ -227,12 +260,13 @@ class SlurmBackend:
     @hookimpl
     def dispatch_render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
         argv = sbatch_argv(job_id, submission, spec, gated, "<batch script below>")
-        return (f"{shlex.join(argv)}\n--- batch script ---\n{_body(spec)}")
+        return f"{shlex.join(argv)}\n--- batch script ---\n{_body(spec)}"
 
     @hookimpl
     def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
-        with tempfile.NamedTemporaryFile("w", prefix="dispatch-slurm-", suffix=".sh",
-                                         delete=False) as handle:
+        with tempfile.NamedTemporaryFile(
+            "w", prefix="dispatch-slurm-", suffix=".sh", delete=False
+        ) as handle:
             handle.write(_body(spec))
             path = handle.name
         try:
@@ -266,13 +300,35 @@ class SlurmBackend:
         # answer is checked first, so sacct's stale answer while slurmctld is down is
         # never used
         with ThreadPoolExecutor(max_workers=2) as pool:
-            sacct_call = pool.submit(self.runner.run, [
-                "sacct", "-P", "-n", "-X", "-D", "--allusers", f"--name={names}", "-S", since,
-                "-E", "now", "-o", ",".join(SACCT_FIELDS)])
-            squeue = self._checked(self.runner.run(
-                ["squeue", "-h", "--states=all", f"--name={names}",
-                 "--Format=" + ",".join(f"{f}:|" for f in SQUEUE_FIELDS)]
-            ))
+            sacct_call = pool.submit(
+                self.runner.run,
+                [
+                    "sacct",
+                    "-P",
+                    "-n",
+                    "-X",
+                    "-D",
+                    "--allusers",
+                    f"--name={names}",
+                    "-S",
+                    since,
+                    "-E",
+                    "now",
+                    "-o",
+                    ",".join(SACCT_FIELDS),
+                ],
+            )
+            squeue = self._checked(
+                self.runner.run(
+                    [
+                        "squeue",
+                        "-h",
+                        "--states=all",
+                        f"--name={names}",
+                        "--Format=" + ",".join(f"{f}:|" for f in SQUEUE_FIELDS),
+                    ]
+                )
+            )
             # the step rows of the failures squeue already shows are asked for while
             # sacct still answers (S-42 attribution without a third round trip)
             early = attribution_queries(squeue.stdout, "", set(wanted))
@@ -291,31 +347,68 @@ class SlurmBackend:
         events_nodes, events_since = queries.events_nodes, queries.events_since
         silent, silent_since = silent_nodes(steps_text)
         if silent:
-            events_nodes = ",".join(dict.fromkeys(filter(None, [*events_nodes.split(","),
-                                                              *silent.split(",")])))
+            events_nodes = ",".join(
+                dict.fromkeys(filter(None, [*events_nodes.split(","), *silent.split(",")]))
+            )
             events_since = min(filter(None, [events_since, silent_since]))
         if events_nodes:
             # best effort: without the events a node-lost cause names no node, but is
             # still node-lost; an unreachable slurmdbd still raises
             events = self.runner.run(
-                ["sacctmgr", "-n", "-P", "show", "event", f"nodes={events_nodes}",
-                 f"start={events_since}", "format=" + ",".join(EVENT_FIELDS)])
+                [
+                    "sacctmgr",
+                    "-n",
+                    "-P",
+                    "show",
+                    "event",
+                    f"nodes={events_nodes}",
+                    f"start={events_since}",
+                    "format=" + ",".join(EVENT_FIELDS),
+                ]
+            )
             events_text = events.stdout if events.ok else ""
-        objects = build_objects(squeue.stdout, sacct.stdout, nodes, set(wanted), at,
-                                steps_text=steps_text, events_text=events_text)
+        objects = build_objects(
+            squeue.stdout,
+            sacct.stdout,
+            nodes,
+            set(wanted),
+            at,
+            steps_text=steps_text,
+            events_text=events_text,
+        )
         objects = slurm_warning.reclassify(objects)  # S-45: ended after the warning
         return Discovery(backend=NAME, at=at, objects=tuple(objects))
 
     def _steps(self, object_ids: Sequence[str]) -> str:
-        return self._checked(self.runner.run(
-            ["sacct", "-P", "-n", "-D", "--allusers", "-j", ",".join(object_ids),
-             "-o", ",".join(STEP_FIELDS)])).stdout
+        return self._checked(
+            self.runner.run(
+                [
+                    "sacct",
+                    "-P",
+                    "-n",
+                    "-D",
+                    "--allusers",
+                    "-j",
+                    ",".join(object_ids),
+                    "-o",
+                    ",".join(STEP_FIELDS),
+                ]
+            )
+        ).stdout
 
     # -- logs ---------------------------------------------------------------------------
 
     @hookimpl
-    def dispatch_logs(self, job_id: str, submission: int, object_id: str, stream: str,
-                      node: str | None, rank: int | None, offset: int) -> Iterable[bytes]:
+    def dispatch_logs(
+        self,
+        job_id: str,
+        submission: int,
+        object_id: str,
+        stream: str,
+        node: str | None,
+        rank: int | None,
+        offset: int,
+    ) -> Iterable[bytes]:
         """The files of the submission's log directory. Slurm is asked first that it
         still answers (``squeue -j``), so an unreachable scheduler is said, not a log
         that may be missing its last lines."""
@@ -328,8 +421,9 @@ class SlurmBackend:
     @hookimpl
     def dispatch_open_gate(self, object_id: str) -> None:
         _check_object_id(object_id)
-        shown = self.runner.run(["squeue", "-h", "--states=all", "-j", object_id,
-                                 "--Format=Comment:|"])
+        shown = self.runner.run(
+            ["squeue", "-h", "--states=all", "-j", object_id, "--Format=Comment:|"]
+        )
         release = self.runner.run(["scontrol", "release", object_id])
         if not release.ok and not _gone(release):
             raise SlurmCommandFailed(f"scontrol release {object_id}: {release.words()}")
@@ -373,6 +467,13 @@ def _check_object_id(object_id: str) -> None:
 def _gone(result: Result) -> bool:
     """Answers that mean the job already ended or was forgotten: not an error (S-30)."""
     words = result.words()
-    return any(w in words for w in ("already finished", "already completing or completed",
-                                    "Invalid job id specified", "Job is no longer pending",
-                                    "Job has already finished"))
+    return any(
+        w in words
+        for w in (
+            "already finished",
+            "already completing or completed",
+            "Invalid job id specified",
+            "Job is no longer pending",
+            "Job has already finished",
+        )
+    )

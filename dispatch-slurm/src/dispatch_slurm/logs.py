@@ -48,14 +48,18 @@ def _selected(directory: Path, stream: str, node: str | None, rank: int | None) 
                 files.append(directory / f"{nodes[rank // per_node]}.{rank % per_node}.{ext}")
         if not files:
             size = max((len(n) * k for n, k in layout), default=0)
-            raise BadInput(f"rank {rank}: this submission ran ranks 0..{size - 1}"
-                           if size else f"rank {rank}: this submission has not run yet")
+            raise BadInput(
+                f"rank {rank}: this submission ran ranks 0..{size - 1}"
+                if size
+                else f"rank {rank}: this submission has not run yet"
+            )
     else:
         seen = list(dict.fromkeys(n for nodes, _ in layout for n in nodes))
         if node is not None:
             if node not in seen:
-                raise BadInput(f"node {node!r}: this submission ran on "
-                               f"{', '.join(seen) or 'no node yet'}")
+                raise BadInput(
+                    f"node {node!r}: this submission ran on {', '.join(seen) or 'no node yet'}"
+                )
             seen = [node]
         elif stream == "stdout":
             files.append(directory / "batch.out")
@@ -64,8 +68,9 @@ def _selected(directory: Path, stream: str, node: str | None, rank: int | None) 
     return list(dict.fromkeys(files))
 
 
-def read_logs(directory: Path, stream: str, node: str | None, rank: int | None,
-              offset: int) -> Iterator[bytes]:
+def read_logs(
+    directory: Path, stream: str, node: str | None, rank: int | None, offset: int
+) -> Iterator[bytes]:
     """The selection's bytes from ``offset`` on, in chunks; missing files are empty.
 
     The selection is checked now (a bad node or rank raises at once); the bytes are read

@@ -68,8 +68,9 @@ def _lost_words(lost: list[NodeRow]) -> str:
     return " ".join(f"sinfo: Node={n.name} State={n.state} Reason={n.reason}" for n in lost)
 
 
-def _unparsable(line: str, command: str, error: ParseError, wanted: Collection[str],
-                at: datetime) -> ObjectView | None:
+def _unparsable(
+    line: str, command: str, error: ParseError, wanted: Collection[str], at: datetime
+) -> ObjectView | None:
     """A line about one of our objects that does not parse: unknown, verbatim (S-36)."""
     fields = line.split("|")
     if len(fields) < 2:
@@ -78,15 +79,31 @@ def _unparsable(line: str, command: str, error: ParseError, wanted: Collection[s
     tag = next((parse_comment(f) for f in fields if parse_comment(f)), None)
     if job_id is None or job_id not in wanted or tag is None:
         return None
-    cause = Cause(kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER,
-                  detail=f"{command}: {line} ({error})", at=at)
-    return ObjectView(object_id=fields[0].strip(), job_id=job_id, submission=tag.submission,
-                      phase=Phase.RUNNING, scheduler_state="unparsable", cause=cause)
+    cause = Cause(
+        kind=CauseKind.UNKNOWN,
+        provenance=Provenance.SCHEDULER,
+        detail=f"{command}: {line} ({error})",
+        at=at,
+    )
+    return ObjectView(
+        object_id=fields[0].strip(),
+        job_id=job_id,
+        submission=tag.submission,
+        phase=Phase.RUNNING,
+        scheduler_state="unparsable",
+        cause=cause,
+    )
 
 
 def _history_answer(row: SacctRow) -> Answer:
-    return Answer(source="sacct", state=row.state, exit=row.exit, derived=row.derived,
-                  cancelled_by=row.cancelled_by, raw_state=row.raw_state)
+    return Answer(
+        source="sacct",
+        state=row.state,
+        exit=row.exit,
+        derived=row.derived,
+        cancelled_by=row.cancelled_by,
+        raw_state=row.raw_state,
+    )
 
 
 def build_objects(
@@ -152,16 +169,33 @@ def build_objects(
         if tag is None:
             continue  # forgotten by slurmctld and sacct has no comment: see module docstring
         try:
-            objects.append(_object(object_id, tag, current.get(object_id),
-                                   history.get(object_id, []), nodes, found, at))
+            objects.append(
+                _object(
+                    object_id,
+                    tag,
+                    current.get(object_id),
+                    history.get(object_id, []),
+                    nodes,
+                    found,
+                    at,
+                )
+            )
         except ParseError as exc:
             # a host list (or another field) of this object that does not parse: its
             # object is unknown, verbatim; the others are reported as usual (S-4, S-36)
-            cause = Cause(kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER,
-                          detail=str(exc), at=at)
-            objects.append(ObjectView(object_id=object_id, job_id=tag.job_id,
-                                      submission=tag.submission, phase=Phase.RUNNING,
-                                      scheduler_state="unparsable", cause=cause))
+            cause = Cause(
+                kind=CauseKind.UNKNOWN, provenance=Provenance.SCHEDULER, detail=str(exc), at=at
+            )
+            objects.append(
+                ObjectView(
+                    object_id=object_id,
+                    job_id=tag.job_id,
+                    submission=tag.submission,
+                    phase=Phase.RUNNING,
+                    scheduler_state="unparsable",
+                    cause=cause,
+                )
+            )
     return objects
 
 
@@ -171,8 +205,15 @@ def _numeric(object_id: str) -> tuple[int, str]:
     return (int(head) if numeric else 0, object_id)
 
 
-def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow],
-            nodes: dict[str, NodeRow] | None, found: Attribution, at: datetime) -> ObjectView:
+def _object(
+    object_id: str,
+    tag: Tag,
+    sq: SqueueRow | None,
+    rows: list[SacctRow],
+    nodes: dict[str, NodeRow] | None,
+    found: Attribution,
+    at: datetime,
+) -> ObjectView:
     # sacct -D lists incarnations in order: the first ``restarts`` ended in a requeue, the
     # next (if sacct has written it yet) is the current one
     split = sq.restarts if sq is not None else max(len(rows) - 1, 0)
@@ -184,10 +225,16 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
             derived = last.derived
         lost = _lost_nodes(sq, nodes)
         answer = Answer(
-            source="squeue", state=sq.state, reason=sq.reason, exit=sq.exit, derived=derived,
-            restarts=sq.restarts, gated=tag.gated,
-            cancelled_by=(last.cancelled_by
-                          if last is not None and last.state == "CANCELLED" else None),
+            source="squeue",
+            state=sq.state,
+            reason=sq.reason,
+            exit=sq.exit,
+            derived=derived,
+            restarts=sq.restarts,
+            gated=tag.gated,
+            cancelled_by=(
+                last.cancelled_by if last is not None and last.state == "CANCELLED" else None
+            ),
             lost_nodes=_lost_words(lost),
         )
         ended_at, started_at, ran_on = sq.ended, sq.started, sq.nodes
@@ -209,20 +256,35 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
     executions: list[Execution] = []
     for index, row in enumerate(earlier):
         earlier_cause = classify(_history_answer(row), at=row.ended).cause
-        if (index == len(earlier) - 1 and sq is not None and verdict.phase is Phase.HELD
-                and sq.reason.replace("_", " ") == _LAUNCH_HELD):
+        if (
+            index == len(earlier) - 1
+            and sq is not None
+            and verdict.phase is Phase.HELD
+            and sq.reason.replace("_", " ") == _LAUNCH_HELD
+        ):
             earlier_cause = Cause(
-                kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER,
+                kind=CauseKind.LAUNCH_FAILED,
+                provenance=Provenance.SCHEDULER,
                 detail=f"{_history_answer(row).words()}; squeue: Reason={sq.reason}",
-                at=row.ended)
+                at=row.ended,
+            )
         hosts = expand_hostlist(row.nodes)
         settled = row.ended is None or at - row.ended >= SETTLE
-        attributed, each_node = attribute(earlier_cause, object_id, index, hosts, row.started,
-                                          row.ended, found, settled)
+        attributed, each_node = attribute(
+            earlier_cause, object_id, index, hosts, row.started, row.ended, found, settled
+        )
         if not settled and _settling(attributed, hosts, row.ended, at):
             continue  # left out until its node is named, like one sacct has not written
-        executions.append(Execution(index=index, started_at=row.started, ended_at=row.ended,
-                                    nodes=hosts, cause=attributed, node_causes=each_node))
+        executions.append(
+            Execution(
+                index=index,
+                started_at=row.started,
+                ended_at=row.ended,
+                nodes=hosts,
+                cause=attributed,
+                node_causes=each_node,
+            )
+        )
 
     ran = bool(ran_on) and phase in (Phase.RUNNING, Phase.ENDED)
     if ran:
@@ -232,21 +294,24 @@ def _object(object_id: str, tag: Tag, sq: SqueueRow | None, rows: list[SacctRow]
         per_node: tuple[Cause, ...] = ()
         if ended:
             settled = ended_at is None or at - ended_at >= SETTLE
-            cause, per_node = attribute(cause, object_id, len(earlier), hosts, started_at,
-                                        ended_at, found, settled)
+            cause, per_node = attribute(
+                cause, object_id, len(earlier), hosts, started_at, ended_at, found, settled
+            )
             if _settling(cause, hosts, ended_at, at):
                 # sacct has not written the step rows (or slurmdbd the node event) that
                 # name the node yet: report it finishing, so the ending is recorded once,
                 # attributed (S-42, S-43); after SETTLE it is reported as it stands
                 phase, ended, cause = Phase.RUNNING, False, None
-        executions.append(Execution(
-            index=index,
-            started_at=started_at,
-            ended_at=ended_at if ended else None,
-            nodes=hosts,
-            cause=cause if ended else None,
-            node_causes=per_node,
-        ))
+        executions.append(
+            Execution(
+                index=index,
+                started_at=started_at,
+                ended_at=ended_at if ended else None,
+                nodes=hosts,
+                cause=cause if ended else None,
+                node_causes=per_node,
+            )
+        )
 
     return ObjectView(
         object_id=object_id,
@@ -268,8 +333,9 @@ SETTLE = timedelta(seconds=float(os.environ.get("DISPATCH_SLURM_SETTLE", "30")))
 _ATTRIBUTED = (CauseKind.NODE_LOST, CauseKind.OUT_OF_MEMORY, CauseKind.NON_ZERO_EXIT)
 
 
-def _settling(cause: Cause | None, hosts: tuple[str, ...], ended_at: datetime | None,
-              at: datetime) -> bool:
+def _settling(
+    cause: Cause | None, hosts: tuple[str, ...], ended_at: datetime | None, at: datetime
+) -> bool:
     if cause is None or cause.kind not in _ATTRIBUTED or cause.nodes or len(hosts) < 2:
         return False
     return ended_at is None or at - ended_at < SETTLE

@@ -364,20 +364,22 @@ def parse_steps(text: str) -> list[StepRow]:
         match = _STATE_BY.match(f[2].strip())
         if not match or not job_id:
             raise ParseError("sacct", line, f"bad step {raw!r} or state {f[2]!r}")
-        rows.append(StepRow(
-            job_id=job_id,
-            step=step,
-            incarnation=max(seen.get(job_id, 1) - 1, 0),
-            name=f[1],
-            state=match.group(1),
-            cancelled_by=_bounded_int(match.group(2)),
-            exit=parse_exit_pair(f[3], line=line) if f[3].strip() else None,
-            tasks=_int("sacct", line, f[4], "task count") if f[4].strip() else None,
-            started=parse_time(f[5], command="sacct", line=line),
-            ended=parse_time(f[6], command="sacct", line=line),
-            nodes=f[7].strip(),
-            line=line,
-        ))
+        rows.append(
+            StepRow(
+                job_id=job_id,
+                step=step,
+                incarnation=max(seen.get(job_id, 1) - 1, 0),
+                name=f[1],
+                state=match.group(1),
+                cancelled_by=_bounded_int(match.group(2)),
+                exit=parse_exit_pair(f[3], line=line) if f[3].strip() else None,
+                tasks=_int("sacct", line, f[4], "task count") if f[4].strip() else None,
+                started=parse_time(f[5], command="sacct", line=line),
+                ended=parse_time(f[6], command="sacct", line=line),
+                nodes=f[7].strip(),
+                line=line,
+            )
+        )
     return rows
 
 
@@ -391,11 +393,13 @@ def parse_events(text: str) -> list[NodeEvent]:
         f = _split("sacctmgr", line, len(EVENT_FIELDS))
         if not f[0].strip():
             continue
-        events.append(NodeEvent(
-            node=f[0].strip(),
-            started=parse_time(f[1], command="sacctmgr", line=line),
-            ended=parse_time(f[2], command="sacctmgr", line=line),
-            state=f[3].strip(),
-            reason=f[4].strip(),
-        ))
+        events.append(
+            NodeEvent(
+                node=f[0].strip(),
+                started=parse_time(f[1], command="sacctmgr", line=line),
+                ended=parse_time(f[2], command="sacctmgr", line=line),
+                state=f[3].strip(),
+                reason=f[4].strip(),
+            )
+        )
     return events

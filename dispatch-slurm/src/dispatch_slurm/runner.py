@@ -49,7 +49,7 @@ class Result:
 
     def words(self) -> str:
         """What the command said, verbatim and stripped: stderr, else stdout."""
-        return (self.stderr.strip() or self.stdout.strip())
+        return self.stderr.strip() or self.stdout.strip()
 
 
 def unreachable_words(text: str) -> bool:
@@ -60,8 +60,10 @@ class Runner:
     """Runs Slurm commands; ``calls`` counts every command started (S-32 evidence)."""
 
     def __init__(self, timeout: float | None = None, path_prefix: str = "") -> None:
-        self.timeout = timeout if timeout is not None else float(
-            os.environ.get("DISPATCH_SLURM_TIMEOUT", DEFAULT_TIMEOUT)
+        self.timeout = (
+            timeout
+            if timeout is not None
+            else float(os.environ.get("DISPATCH_SLURM_TIMEOUT", DEFAULT_TIMEOUT))
         )
         self.path_prefix = path_prefix
         self._lock = threading.Lock()
@@ -110,9 +112,7 @@ class Runner:
                 check=False,
             )
         except subprocess.TimeoutExpired as exc:
-            raise Unreachable(
-                f"slurm: {argv[0]} did not answer within {self.timeout:g} s"
-            ) from exc
+            raise Unreachable(f"slurm: {argv[0]} did not answer within {self.timeout:g} s") from exc
         except FileNotFoundError as exc:
             raise Unreachable(f"slurm: {argv[0]} is not installed on this host ({exc})") from exc
         result = Result(tuple(argv), done.returncode, done.stdout, done.stderr)

@@ -62,7 +62,7 @@ def parse_comment(comment: str) -> Tag | None:
     if not comment.startswith(COMMENT_PREFIX):
         return None
     fields = dict(
-        part.split("=", 1) for part in comment[len(COMMENT_PREFIX):].split(";") if "=" in part
+        part.split("=", 1) for part in comment[len(COMMENT_PREFIX) :].split(";") if "=" in part
     )
     try:
         submission = int(fields["submission"])
@@ -78,4 +78,4 @@ def parse_comment(comment: str) -> Tag | None:
 def job_id_from_name(name: str) -> str | None:
     if not name.startswith(NAME_PREFIX) or len(name) == len(NAME_PREFIX):
         return None
-    return decode_job_id(name[len(NAME_PREFIX):])
+    return decode_job_id(name[len(NAME_PREFIX) :])

@@ -57,7 +57,7 @@ from dispatch import (
     Resources,
     SubmitRefused,
 )
-from dispatch.declarations import Declarations
+from dispatch.model.declarations import Declarations
 
 GROUP = "dispatch.harnesses"
 

@@ -27,8 +27,8 @@ from dispatch import (
     Provenance,
     Registry,
 )
-from dispatch.cause import root_cause
-from dispatch.errors import DispatchError
+from dispatch.core.cause import root_cause
+from dispatch.model.errors import DispatchError
 
 from dispatch_testing.harness import GROUP, Harness, NotProvokable, Scenario, required_scenarios
 
@@ -273,7 +273,7 @@ def check_discovery(discovery: Discovery, declarations: Declarations, asked: Seq
                     f"{where}: execution {e.index} ended {e.cause.kind.value!r} but the "
                     f"root cause of its tasks' endings is {root.kind.value if root else None!r}: "
                     "the earliest failure is the cause, never a rank killed in its wake "
-                    "(dispatch.cause.root_cause, S-42)"
+                    "(dispatch.core.cause.root_cause, S-42)"
                 )
         indexes = [e.index for e in obj.executions]
         assert indexes == sorted(set(indexes)), f"{where}: execution indexes {indexes}"

@@ -42,7 +42,7 @@ from dispatch import (
     SubmitRefused,
     Unreachable,
 )
-from dispatch.errors import DispatchError
+from dispatch.model.errors import DispatchError
 
 from dispatch_testing.harness import (
     EXPECTED,
@@ -693,11 +693,11 @@ class BackendConformance:
         (when the backend can report one) is resubmitted and spends only its own budget;
         the next submission's non-zero exit puts the job on a recovery hold."""
         from dispatch import Action, RecoveryPolicy, Registry, Rule, State
-        from dispatch.jobs import create_job, load_job, status_of
+        from dispatch.job_records import create_job, load_job, status_of
         from dispatch.store import open_store
         from dispatch.supervisor import Supervisor
 
-        from dispatch_testing.supervised import ProvokingPlugin
+        from dispatch_testing.provoking import ProvokingPlugin
 
         reasons, provokable = kit.harness.not_provokable(), kit.harness.scenarios()
         wanted = [Scenario.EXIT_NONZERO]

@@ -87,7 +87,7 @@ def _seconds(total_seconds: float) -> str:
 def plan(c: Context, backend: str | None, policy_file: Path | None, as_json: bool) -> None:
     """Validate a policy and show who enforces each rule and which causes stay uncovered."""
     from dispatch.cli.render import emit_json, plan_json, plan_text
-    from dispatch.errors import BadInput
+    from dispatch.model.errors import BadInput
 
     if policy_file is None and c.client.defaults and c.client.defaults.value("policy") is None:
         raise BadInput("give --policy FILE (or set policy in a profile: see `dispatch config`)")

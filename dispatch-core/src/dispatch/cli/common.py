@@ -173,7 +173,7 @@ def seconds_option(
     def check(ctx: click.Context, param: click.Parameter, value: Any) -> float | None:
         if value is None:
             return None
-        from dispatch.errors import BadInput
+        from dispatch.model.errors import BadInput
         from dispatch.units import seconds
 
         try:

@@ -19,8 +19,8 @@ code   meaning
 
 from __future__ import annotations
 
-from dispatch.enums import State
-from dispatch.errors import (
+from dispatch.model.enums import State
+from dispatch.model.errors import (
     BackendBroken,
     BadInput,
     DecodeError,

@@ -1,7 +1,7 @@
 """``dispatch``: submit, watch and recover training jobs.
 
 The commands live in modules by group (``backends``, ``submit``, ``reading``,
-``requests``, ``supervise``, ``settings``); each is a thin shell over
+``interventions``, ``supervise``, ``settings``); each is a thin shell over
 :class:`dispatch.Client`. Only click is imported at start-up: each command imports the
 core when it runs, so ``dispatch --help`` never pays for pydantic or a backend's library.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from dispatch.cli import backends, reading, requests, settings, submit, supervise
+from dispatch.cli import backends, interventions, reading, settings, submit, supervise
 from dispatch.cli.common import Context
 
 
@@ -49,10 +49,10 @@ for command in (
     reading.history,
     reading.watch,
     reading.logs,
-    requests.cancel,
-    requests.resubmit,
-    requests.give_up,
-    requests.supersede,
+    interventions.cancel,
+    interventions.resubmit,
+    interventions.give_up,
+    interventions.supersede,
     supervise.supervise,
     settings.config,
 ):

@@ -88,8 +88,8 @@ def _quarantine(row: object) -> str | None:
 def history(c: Context, job_id: str, as_json: bool) -> None:
     """Show the committed transitions of a job (recoveries, holds, outcome...)."""
     from dispatch.cli.render import emit_json, history_text
-    from dispatch.enums import Level, State
-    from dispatch.status import Status  # history only: no scheduler call needed
+    from dispatch.core.status import Status  # history only: no scheduler call needed
+    from dispatch.model.enums import Level, State
 
     job = c.client.job(job_id).record()
     if as_json:

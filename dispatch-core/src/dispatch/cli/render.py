@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from dispatch.cause import Cause
-from dispatch.policy import Plan
-from dispatch.status import Status
+from dispatch.core.cause import Cause
+from dispatch.core.policy import Plan
+from dispatch.core.status import Status
 
 
 def emit_json(data: Any) -> None:

@@ -12,7 +12,7 @@ from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx, 
 
 if TYPE_CHECKING:
     from dispatch.client import JobHandle
-    from dispatch.status import Status
+    from dispatch.core.status import Status
 
 _COUNT = click.IntRange(min=1, max=1_000_000)
 
@@ -104,7 +104,7 @@ def submit(
     dispatch submit --policy policy.toml -- python train.py --epochs 10
     """
     from dispatch.cli.render import emit_json
-    from dispatch.errors import BadInput
+    from dispatch.model.errors import BadInput
 
     if bool(command) == bool(script_file):
         raise BadInput("give a command after `--` or --script FILE (one of them)")
@@ -204,8 +204,8 @@ def show_dry_run(dry: Any) -> None:
 
 
 def _endings(warn: str | None, directory: str | None, window: str | None) -> dict[str, Any]:
-    """--warn, --checkpoint-dir, --progress-window for Client.spec (dispatch.warning)."""
-    from dispatch.warning import as_checkpoint_dir, as_warning, as_window
+    """--warn, --checkpoint-dir, --progress-window for Client.spec (dispatch.warning_text)."""
+    from dispatch.warning_text import as_checkpoint_dir, as_warning, as_window
 
     return {
         "warn": as_warning(warn, "--warn"),
@@ -215,7 +215,7 @@ def _endings(warn: str | None, directory: str | None, window: str | None) -> dic
 
 
 def pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
-    from dispatch.errors import BadInput
+    from dispatch.model.errors import BadInput
 
     found: dict[str, str] = {}
     for item in items:
@@ -230,7 +230,7 @@ def follow(handle: JobHandle, interval: float, as_json: bool) -> None:
     """Supervise one job in this process, printing each change, until it ends or is held."""
     from dispatch.cli import exit_codes
     from dispatch.cli.render import cause_line, emit_json
-    from dispatch.enums import State
+    from dispatch.model.enums import State
 
     shown = [0]  # escalations already printed
 

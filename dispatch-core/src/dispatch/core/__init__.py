@@ -12,6 +12,7 @@ effects ``decide`` returns.
 - :mod:`dispatch.core.projection`: ``project(job, discovery, now) -> Status``.
 - :mod:`dispatch.core.policy`, :mod:`~dispatch.core.job`, :mod:`~dispatch.core.status`,
   :mod:`~dispatch.core.effects`, :mod:`~dispatch.core.cause`: the models they exchange.
+- :mod:`dispatch.core.interventions`: what a person asks (cancel, resubmit...), as events.
 
-The modules keep their old top-level names too (``dispatch.folding``...), as re-exports.
+The models shared with the shell (events, spec, discovery...) are in :mod:`dispatch.model`.
 """

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from pydantic import AwareDatetime
 
-from dispatch.base import Model
-from dispatch.enums import CauseKind, Provenance
+from dispatch.model.base import Model
+from dispatch.model.enums import CauseKind, Provenance
 
 
 class Cause(Model):

@@ -17,9 +17,9 @@ from dispatch.core.effects import Append, Effect, OpenGate, Stop, Submit
 from dispatch.core.job import Job, Submission
 from dispatch.core.policy import Plan
 from dispatch.core.table import OUTCOME, Ruling, Verdict, rule_on_ending, rule_on_execution
-from dispatch.discovery import Discovery, ObjectView
-from dispatch.enums import Capability, CauseKind, Enforcer, Phase, Provenance, State
-from dispatch.events import (
+from dispatch.model.discovery import Discovery, ObjectView
+from dispatch.model.enums import Capability, CauseKind, Enforcer, Phase, Provenance, State
+from dispatch.model.events import (
     EscalationRaised,
     Event,
     GateOpened,
@@ -32,7 +32,7 @@ from dispatch.events import (
     SubmissionCreated,
     SubmissionRequested,
 )
-from dispatch.spec import JobSpec
+from dispatch.model.spec import JobSpec
 
 
 class _Draft:

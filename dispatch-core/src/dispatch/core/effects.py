@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dispatch.core.cause import Cause
-from dispatch.events import Event
-from dispatch.spec import JobSpec
+from dispatch.model.events import Event
+from dispatch.model.spec import JobSpec
 
 
 @dataclass(frozen=True)

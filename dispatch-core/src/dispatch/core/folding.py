@@ -13,12 +13,12 @@ from typing import Any, TypedDict, TypeVar, cast
 
 from pydantic import BaseModel
 
-from dispatch.base import build
 from dispatch.core.cause import Cause
 from dispatch.core.job import Escalation, Hold, Job, Outcome, Submission, Transition
-from dispatch.enums import Action, Enforcer, Resolution, State
-from dispatch.errors import DecodeError
-from dispatch.events import (
+from dispatch.model.base import build
+from dispatch.model.enums import Action, Enforcer, Resolution, State
+from dispatch.model.errors import DecodeError
+from dispatch.model.events import (
     CancelRequested,
     EscalationRaised,
     Event,

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pydantic import AwareDatetime, Field
 
-from dispatch.base import Model
 from dispatch.core.cause import Cause
 from dispatch.core.policy import Plan
-from dispatch.enums import State
-from dispatch.spec import JobSpec
+from dispatch.model.base import Model
+from dispatch.model.enums import State
+from dispatch.model.spec import JobSpec
 
 
 class Submission(Model):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from dispatch.base import Model
-from dispatch.declarations import Declarations
-from dispatch.enums import (
+from dispatch.model.base import Model
+from dispatch.model.declarations import Declarations
+from dispatch.model.enums import (
     COVERABLE_ENDINGS,
     NATIVE_ACTIONS,
     NON_ENDING_CAUSES,
@@ -15,7 +15,7 @@ from dispatch.enums import (
     CauseKind,
     Enforcer,
 )
-from dispatch.errors import PolicyError
+from dispatch.model.errors import PolicyError
 
 
 class Rule(Model):

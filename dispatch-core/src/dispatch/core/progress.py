@@ -27,9 +27,9 @@ from dispatch.core.effects import Effect
 from dispatch.core.job import Job
 from dispatch.core.policy import Plan
 from dispatch.core.table import Verdict, rule_on_stall
-from dispatch.discovery import Discovery
-from dispatch.enums import Action, Capability, CauseKind, Enforcer, Phase, Provenance
-from dispatch.events import EscalationRaised, RecoveryStarted
+from dispatch.model.discovery import Discovery
+from dispatch.model.enums import Action, Capability, CauseKind, Enforcer, Phase, Provenance
+from dispatch.model.events import EscalationRaised, RecoveryStarted
 
 #: how an escalation of this kind reads, so a later tick finds the last one raised
 PREFIX = "no progress for "

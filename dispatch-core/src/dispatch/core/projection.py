@@ -18,9 +18,15 @@ from dispatch.core.folding import fold
 from dispatch.core.job import Job
 from dispatch.core.status import Status, SubmissionStatus
 from dispatch.core.table import shown
-from dispatch.discovery import Discovery, ObjectView
-from dispatch.enums import Level, State
-from dispatch.events import EscalationRaised, Event, HoldPlaced, OutcomeCommitted, RecoveryStarted
+from dispatch.model.discovery import Discovery, ObjectView
+from dispatch.model.enums import Level, State
+from dispatch.model.events import (
+    EscalationRaised,
+    Event,
+    HoldPlaced,
+    OutcomeCommitted,
+    RecoveryStarted,
+)
 
 #: Events that commit how an ending was handled; pending ones make a Status unsettled.
 _ENDING_EVENTS = (RecoveryStarted, HoldPlaced, EscalationRaised, OutcomeCommitted)

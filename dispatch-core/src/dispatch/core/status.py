@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import AwareDatetime, Field
 
-from dispatch.base import Model
 from dispatch.core.cause import Cause
 from dispatch.core.job import Escalation, Transition
-from dispatch.discovery import ObjectView
-from dispatch.enums import Level, State
+from dispatch.model.base import Model
+from dispatch.model.discovery import ObjectView
+from dispatch.model.enums import Level, State
 
 
 class SubmissionStatus(Model):

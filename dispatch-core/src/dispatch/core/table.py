@@ -25,8 +25,8 @@ from enum import Enum
 from dispatch.core.cause import Cause
 from dispatch.core.job import Job, Submission
 from dispatch.core.policy import Binding, Plan
-from dispatch.discovery import ObjectView
-from dispatch.enums import (
+from dispatch.model.discovery import ObjectView
+from dispatch.model.enums import (
     NON_ENDING_CAUSES,
     UNCOVERABLE_CAUSES,
     Action,

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from pydantic import Field, field_validator
 
-from dispatch.base import Model
+from dispatch.model.base import Model
 
 #: Signals a job may ask to be warned with (names without ``SIG``), as Slurm spells them.
 WARNING_SIGNALS = frozenset(

@@ -20,11 +20,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from dispatch.cause import Cause
-from dispatch.declarations import Declarations
-from dispatch.discovery import Discovery, ObjectView
-from dispatch.enums import Capability, CauseKind, Provenance
-from dispatch.errors import BadInput, DecodeError, SubmitRefused, Unreachable
+from dispatch.core.cause import Cause
 from dispatch.local import collect, environment, survivors
 from dispatch.local.layout import (
     OBJECT_ID,
@@ -48,8 +44,12 @@ from dispatch.local.records import (
     exit_file,
     read,
 )
+from dispatch.model.declarations import Declarations
+from dispatch.model.discovery import Discovery, ObjectView
+from dispatch.model.enums import Capability, CauseKind, Provenance
+from dispatch.model.errors import BadInput, DecodeError, SubmitRefused, Unreachable
+from dispatch.model.spec import JobSpec
 from dispatch.plugin import hookimpl
-from dispatch.spec import JobSpec
 
 NAME = "local"
 log = logging.getLogger("dispatch.local")
@@ -326,7 +326,7 @@ class LocalBackend:
 
     def keep_environment(self, job_id: str, environ: Mapping[str, str]) -> None:
         """Keep the submitter's environment for the job's every submission (called by
-        :func:`dispatch.jobs.create_job` in the submitting process; see
+        :func:`dispatch.job_records.create_job` in the submitting process; see
         :mod:`dispatch.local.environment`)."""
         try:
             self._prepare()

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from dispatch.errors import BadInput, DecodeError
 from dispatch.local.layout import OBJECT_ID, ObjectDir, StateDir
 from dispatch.local.processes import gone, is_here
 from dispatch.local.records import Ending, Exited, ObjectMeta, ProcessIdentity, exit_file, read
+from dispatch.model.errors import BadInput, DecodeError
 
 GRACE = timedelta(hours=1)
 DEFAULT_RETENTION = timedelta(days=14)

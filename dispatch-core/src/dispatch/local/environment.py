@@ -2,7 +2,7 @@
 
 Decided:
 
-- **The submitter's environment.** ``dispatch submit`` (any :func:`dispatch.jobs.create_job`)
+- **The submitter's environment.** ``dispatch submit`` (any :func:`dispatch.job_records.create_job`)
   keeps the environment of the process that records the job, in
   ``<state>/environments/<job key>.json`` (0600 in a 0700 directory: it may hold secrets,
   S-51), and every submission of the job starts from it, as ``sbatch`` exports the
@@ -32,11 +32,11 @@ import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
-from dispatch.enums import Launcher
-from dispatch.errors import DecodeError
 from dispatch.local import endings
 from dispatch.local.layout import StateDir, job_key, private_mkdir, write_atomic
 from dispatch.local.records import ObjectMeta
+from dispatch.model.enums import Launcher
+from dispatch.model.errors import DecodeError
 
 #: Variables of dispatch's own configuration: never passed on to a job.
 OWN = "DISPATCH_"

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from dispatch.errors import BadInput
-from dispatch.store.private import InsecureState as InsecureState
-from dispatch.store.private import check_private_dir, open_private, private_dirs
-from dispatch.store.private import private_mkdir as _private_mkdir
+from dispatch.model.errors import BadInput
+from dispatch.store.permissions import InsecureState as InsecureState
+from dispatch.store.permissions import check_private_dir, open_private, private_dirs
+from dispatch.store.permissions import private_mkdir as _private_mkdir
 
 OBJECT_ID = re.compile(r"^local-[0-9a-f]{12}$")
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from dispatch.errors import BadInput, DecodeError, Unreachable
 from dispatch.local.layout import StateDir
 from dispatch.local.processes import hostname
 from dispatch.local.records import Ending, ObjectMeta, Started, read
+from dispatch.model.errors import BadInput, DecodeError, Unreachable
 
 CHUNK = 1 << 16
 

@@ -14,10 +14,7 @@ from datetime import datetime, timedelta
 
 from pydantic import AwareDatetime
 
-from dispatch.cause import Cause
-from dispatch.discovery import Execution, ObjectView
-from dispatch.enums import CauseKind, Phase, Provenance
-from dispatch.errors import DecodeError
+from dispatch.core.cause import Cause
 from dispatch.local.layout import ObjectDir, present
 from dispatch.local.processes import exit_cause, exit_words, gone, is_here
 from dispatch.local.records import (
@@ -29,6 +26,9 @@ from dispatch.local.records import (
     exit_file,
     read,
 )
+from dispatch.model.discovery import Execution, ObjectView
+from dispatch.model.enums import CauseKind, Phase, Provenance
+from dispatch.model.errors import DecodeError
 
 #: How long after its submission an object may have no runner on record: a runner records
 #: itself within a second of its start, so only a runner that never got going (an

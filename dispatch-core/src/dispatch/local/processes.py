@@ -13,9 +13,9 @@ import socket
 from functools import cache
 from pathlib import Path
 
-from dispatch.cause import Cause
-from dispatch.enums import CauseKind, Provenance
+from dispatch.core.cause import Cause
 from dispatch.local.records import ProcessIdentity
+from dispatch.model.enums import CauseKind, Provenance
 
 _PROC = Path("/proc")
 

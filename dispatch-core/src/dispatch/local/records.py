@@ -12,10 +12,10 @@ from typing import TypeVar
 
 from pydantic import AwareDatetime, Field
 
-from dispatch.base import Model
-from dispatch.cause import Cause
-from dispatch.errors import DecodeError
-from dispatch.spec import JobSpec
+from dispatch.core.cause import Cause
+from dispatch.model.base import Model
+from dispatch.model.errors import DecodeError
+from dispatch.model.spec import JobSpec
 
 M = TypeVar("M", bound=Model)
 

@@ -31,9 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from dispatch.cause import Cause
-from dispatch.enums import CauseKind, Provenance
-from dispatch.errors import DecodeError
+from dispatch.core.cause import Cause
 from dispatch.local import endings, environment, keeper
 from dispatch.local.layout import ObjectDir, StateDir, create_once, write_atomic
 from dispatch.local.processes import (
@@ -54,6 +52,8 @@ from dispatch.local.records import (
     exit_file,
     read,
 )
+from dispatch.model.enums import CauseKind, Provenance
+from dispatch.model.errors import DecodeError
 
 #: Seconds between looks at the stop file and the clock while the command runs; the
 #: command's exit and signals to the runner wake it at once.

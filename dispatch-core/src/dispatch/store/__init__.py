@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 from dispatch.store.base import (
     JOB_FILTERS,
     Batch,
@@ -25,7 +25,7 @@ from dispatch.store.base import (
     UndecodableRow,
     VersionConflict,
 )
-from dispatch.store.private import InsecureState
+from dispatch.store.permissions import InsecureState
 from dispatch.store.redact import redact_text, secrets_in
 
 ENV_VAR = "DISPATCH_STORE"

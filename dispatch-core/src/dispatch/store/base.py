@@ -18,9 +18,9 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from dispatch.enums import TERMINAL_STATES, State
-from dispatch.errors import BadInput, DecodeError, RecordConflict, UnknownJob
-from dispatch.events import (
+from dispatch.model.enums import TERMINAL_STATES, State
+from dispatch.model.errors import BadInput, DecodeError, RecordConflict, UnknownJob
+from dispatch.model.events import (
     EVENT_TYPES,
     Event,
     JobCreated,

@@ -44,7 +44,7 @@ from typing import Any
 
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
-from dispatch.events import (
+from dispatch.model.events import (
     Event,
     GateOpened,
     JobCreated,

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dispatch.errors import (
+from dispatch.model.errors import (
     BadInput,
     DecodeError,
     DispatchError,

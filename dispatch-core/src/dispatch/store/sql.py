@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from dispatch.enums import State
-from dispatch.errors import DecodeError, RecordConflict
-from dispatch.events import Event
+from dispatch.model.enums import State
+from dispatch.model.errors import DecodeError, RecordConflict
+from dispatch.model.events import Event
 from dispatch.store.base import (
     Batch,
     Feed,

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from dispatch.errors import BadInput, DecodeError, RecordConflict, Unreachable
+from dispatch.model.errors import BadInput, DecodeError, RecordConflict, Unreachable
 from dispatch.store.base import Lease, Prepared, key_conflict
-from dispatch.store.private import (
+from dispatch.store.permissions import (
     check_private_file,
     open_private,
     private_dirs,

@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from dispatch.backends import Backend
-from dispatch.errors import SubmitRefused
-from dispatch.spec import JobSpec, Resources
+from dispatch.model.errors import SubmitRefused
+from dispatch.model.spec import JobSpec, Resources
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 
 from dispatch import Phase
-from dispatch.discovery import ObjectView
-from dispatch.spec import JobSpec
+from dispatch.model.discovery import ObjectView
+from dispatch.model.spec import JobSpec
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 

@@ -43,9 +43,9 @@ from dispatch import (
     Unreachable,
     hookimpl,
 )
-from dispatch.base import build
-from dispatch.cause import root_cause
-from dispatch.errors import BadInput
+from dispatch.core.cause import root_cause
+from dispatch.model.base import build
+from dispatch.model.errors import BadInput
 
 from dispatch_testing.simulated.scheduler import (
     KILLED,

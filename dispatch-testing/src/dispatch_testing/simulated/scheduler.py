@@ -277,7 +277,7 @@ class SimScheduler:
     scheduler does; its exit status and output are the task's (its clock time is 1 second).
     """
 
-    TAG_JOB = "dispatch.job"
+    TAG_JOB = "dispatch.core.job"
     TAG_SUBMISSION = "dispatch.submission"
     #: seconds between one task's failure and the scheduler killing the others
     kill_delay = 0.5

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dispatch.cause import Cause
-from dispatch.enums import CauseKind, Provenance, Resolution, State
-from dispatch.errors import NotAllowed
-from dispatch.events import (
+from dispatch.core.cause import Cause
+from dispatch.core.job import Job
+from dispatch.model.enums import CauseKind, Provenance, Resolution, State
+from dispatch.model.errors import NotAllowed
+from dispatch.model.events import (
     CancelRequested,
     EscalationRaised,
     Event,
@@ -19,7 +20,6 @@ from dispatch.events import (
     OutcomeCommitted,
     SupersededBy,
 )
-from dispatch.job import Job
 
 
 def _next(job: Job, k: int = 1) -> int:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from dispatch import units
 from dispatch.core.warning import MAX_WARNING, WARNING_SIGNALS, EndWarning
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 
 
 def parse_warning(text: str, option: str = "--warn") -> EndWarning:

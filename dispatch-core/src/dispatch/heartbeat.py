@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from dispatch.core.effects import Effect
 from dispatch.core.job import Job
 from dispatch.core.progress import PREFIX, on_stall
-from dispatch.discovery import Discovery
+from dispatch.model.discovery import Discovery
 
 __all__ = ["PREFIX", "last_progress", "progress_effects"]
 

@@ -9,9 +9,9 @@ from functools import cached_property
 
 from pydantic import AwareDatetime, Field
 
-from dispatch.base import Model
-from dispatch.cause import Cause
-from dispatch.enums import Phase
+from dispatch.core.cause import Cause
+from dispatch.model.base import Model
+from dispatch.model.enums import Phase
 
 
 class Execution(Model):

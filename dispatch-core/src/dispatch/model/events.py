@@ -30,12 +30,12 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field, TypeAdapter, ValidationError
 
-from dispatch.base import Model, decode_error
-from dispatch.cause import Cause
-from dispatch.enums import Action, Enforcer, Resolution, State
-from dispatch.errors import DecodeError
-from dispatch.policy import Plan
-from dispatch.spec import JobSpec
+from dispatch.core.cause import Cause
+from dispatch.core.policy import Plan
+from dispatch.model.base import Model, decode_error
+from dispatch.model.enums import Action, Enforcer, Resolution, State
+from dispatch.model.errors import DecodeError
+from dispatch.model.spec import JobSpec
 
 
 class _Event(Model):

@@ -13,16 +13,16 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from dispatch.backends import Registry
-from dispatch.enums import Capability, Enforcer
-from dispatch.errors import BadInput, RecordConflict
-from dispatch.events import Event, JobCreated
-from dispatch.folding import fold
-from dispatch.job import Job
-from dispatch.policy import Plan, RecoveryPolicy
-from dispatch.projection import project
-from dispatch.requests import check_supersede, supersede
-from dispatch.spec import JobSpec
-from dispatch.status import Status
+from dispatch.core.folding import fold
+from dispatch.core.interventions import check_supersede, supersede
+from dispatch.core.job import Job
+from dispatch.core.policy import Plan, RecoveryPolicy
+from dispatch.core.projection import project
+from dispatch.core.status import Status
+from dispatch.model.enums import Capability, Enforcer
+from dispatch.model.errors import BadInput, RecordConflict
+from dispatch.model.events import Event, JobCreated
+from dispatch.model.spec import JobSpec
 from dispatch.store.base import RecordStore, VersionConflict
 
 

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from pydantic import Field, model_validator
 
-from dispatch.base import Model
 from dispatch.core.warning import EndWarning
-from dispatch.enums import NATIVE_ACTIONS, Action, Launcher
+from dispatch.model.base import Model
+from dispatch.model.enums import NATIVE_ACTIONS, Action, Launcher
 
 
 class Resources(Model):

@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from dispatch.errors import BadInput
+from dispatch.model.errors import BadInput
 
 
 class InsecureState(BadInput):

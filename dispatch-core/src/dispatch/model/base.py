@@ -11,7 +11,7 @@ from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from dispatch.errors import DecodeError
+from dispatch.model.errors import DecodeError
 
 _M = TypeVar("_M", bound=BaseModel)
 

@@ -17,7 +17,7 @@ from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx
 
 if TYPE_CHECKING:
     from dispatch.client import JobHandle
-    from dispatch.status import Status
+    from dispatch.core.status import Status
 
 
 def _request(c: Context, job_id: str, act: Callable[[JobHandle], Status], as_json: bool) -> None:

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from pydantic import Field, field_validator
 
-from dispatch.base import Model
-from dispatch.enums import NATIVE_ACTIONS, Action, Capability, CauseKind
+from dispatch.model.base import Model
+from dispatch.model.enums import NATIVE_ACTIONS, Action, Capability, CauseKind
 
 
 class Declarations(Model):
