@@ -1,13 +1,16 @@
 """Recovery policies as TOML files::
 
     avoid_nodes_after = ["node-lost", "out-of-memory"]   # optional; default ["node-lost"]
+    resubmit_on_stall = 2      # optional; without it a stall only escalates
 
     [[rule]]
     on = ["preempted", "node-lost"]
     action = "resubmit"
     budget = 3
 
-    resubmit_on_stall = 2      # optional; without it a stall only escalates
+Top-level keys come before the first ``[[rule]]``: TOML gives a key written after a
+``[[rule]]`` header to that rule, where it is an unknown field. The reference, with every
+key, its default and the actions, is dispatch-core/docs/policy.md.
 
 ``avoid_nodes_after`` lists the endings blamed on their nodes: a later submission keeps
 off the nodes such an ending names (S-43); ``[]`` never keeps off a node.
@@ -20,7 +23,6 @@ Errors name the file, the rule (1-based, as it appears in the file) and the fiel
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from dispatch.core.policy import RecoveryPolicy, Rule
@@ -32,18 +34,15 @@ _TOP = ("rule", "avoid_nodes_after", "resubmit_on_stall")
 
 
 def load_policy(path: str | Path) -> RecoveryPolicy:
-    """Read, check and validate a policy file; raise BadInput/PolicyError naming the place."""
+    """Read, check and validate a policy file; raise BadInput/PolicyError naming the place.
+
+    Read as every user file is (:mod:`dispatch.userfiles`): a FIFO, a directory or a
+    device is refused naming the path, never waited on.
+    """
+    from dispatch.userfiles import POLICY_LIMIT, read_toml
 
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such policy file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{path}: not valid TOML: {exc}") from exc
-    return parse_policy(data, where=str(path))
+    return parse_policy(read_toml(path, "policy file", POLICY_LIMIT), where=str(path))
 
 
 def parse_policy(data: dict[str, object], where: str = "<policy>") -> RecoveryPolicy:
