@@ -4,7 +4,7 @@ same suite ``dispatch-conformance kubeflow`` runs)."""
 from __future__ import annotations
 
 from dispatch_kubeflow_testing.harness import KubeflowHarness
-from dispatch_testing.suite import BackendConformance
+from dispatch_testing.kit import BackendConformance
 
 
 class TestKubeflowConformance(BackendConformance):

@@ -20,7 +20,7 @@ MODULE = """
 from dispatch import Discovery, hookimpl
 from dispatch_example.backend import NAME, ExampleBackend, _now
 from dispatch_example.harness import ExampleHarness
-from dispatch_testing.suite import BackendConformance
+from dispatch_testing.kit import BackendConformance
 
 
 class Unlisted(ExampleBackend):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from dispatch_testing.harness import Harness
+from dispatch_testing.kit.harness import Harness
 
 
 def test_kit_rank_failure_spec_fails_only_the_named_rank() -> None:

@@ -9,7 +9,7 @@ pytest_plugins = ["pytester"]
 
 CONFORMANCE = """
 import pytest
-from dispatch_testing.suite import BackendConformance
+from dispatch_testing.kit import BackendConformance
 from dispatch_testing.simulated.harness import SimulatedHarness
 
 class TestMine(BackendConformance):
@@ -73,7 +73,7 @@ def test_kit_accepts_a_strict_xfail_with_reason_and_fails_it_when_it_passes(
 
 
 HARNESS = """
-from dispatch_testing.harness import Scenario
+from dispatch_testing.kit import Scenario
 from dispatch_testing.simulated.harness import SimulatedHarness
 
 class Partial(SimulatedHarness):

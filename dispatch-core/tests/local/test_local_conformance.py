@@ -8,8 +8,8 @@ no remote scheduler) and the kit reports that as xfailed with the reason.
 
 from __future__ import annotations
 
-from dispatch_testing.harnesses.local import LocalHarness
-from dispatch_testing.suite import BackendConformance
+from dispatch_testing.kit import BackendConformance
+from dispatch_testing.kit.local_harness import LocalHarness
 
 
 class TestLocalConformance(BackendConformance):

@@ -23,7 +23,7 @@ from dispatch.model.spec import JobSpec, Resources
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
-from dispatch_testing.harness import (
+from dispatch_testing.kit.harness import (
     MULTI_NODE_SCENARIOS,
     Harness,
     NotProvokable,

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from dispatch import Backend, CauseKind, JobSpec, hookimpl
 from dispatch_slurm.backend import SlurmBackend
-from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
+from dispatch_testing.kit.harness import Harness, NotProvokable, Provoked, Scenario
 
 from dispatch_slurm_testing.cluster import (
     STATE_DIR,

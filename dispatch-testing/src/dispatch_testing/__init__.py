@@ -1,7 +1,8 @@
-"""dispatch-testing: the conformance kit every dispatch backend must pass, and a simulated,
-fault-injecting scheduler. Adapters implement :class:`dispatch_testing.harness.Harness`."""
+"""dispatch-testing: the conformance kit every dispatch backend must pass
+(:mod:`dispatch_testing.kit`), and a simulated, fault-injecting scheduler. Adapters
+implement :class:`dispatch_testing.kit.Harness`."""
 
-from dispatch_testing.harness import (
+from dispatch_testing.kit.harness import (
     EXPECTED,
     GROUP,
     Expectation,

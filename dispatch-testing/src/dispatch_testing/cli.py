@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from dispatch_testing.plugin import SUITE
+from dispatch_testing.kit.plugin import SUITE
 
 #: The console script lives in dispatch_testing, so pytest finds the package imported
 #: before it could rewrite its asserts; the kit's messages do not need rewriting.

@@ -14,7 +14,7 @@ from typing import Any
 
 from dispatch import Backend, Cause, Declarations, Discovery, JobSpec, hookimpl
 
-from dispatch_testing.harness import Harness, Provoked, Scenario
+from dispatch_testing.kit.harness import Harness, Provoked, Scenario
 
 
 class _Refiling:

@@ -4,7 +4,7 @@
 """
 
 from dispatch_example.harness import ExampleHarness
-from dispatch_testing.suite import BackendConformance
+from dispatch_testing.kit import BackendConformance
 
 
 class TestExampleConformance(BackendConformance):

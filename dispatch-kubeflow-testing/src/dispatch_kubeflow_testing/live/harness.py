@@ -26,7 +26,7 @@ from dispatch.model.spec import JobSpec, Resources
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
-from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
+from dispatch_testing.kit.harness import Harness, NotProvokable, Provoked, Scenario
 
 from dispatch_kubeflow_testing.live.cluster import control_plane
 from dispatch_kubeflow_testing.live.driver import LiveDriver

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from dispatch import Backend, CauseKind, JobSpec, Resources, SubmitRefused
 
-from dispatch_testing.harness import (
+from dispatch_testing.kit.harness import (
     MULTI_NODE_SCENARIOS,
     Harness,
     NotProvokable,

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dispatch import Backend, JobSpec, SubmitRefused
-from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
+from dispatch_testing.kit.harness import Harness, NotProvokable, Provoked, Scenario
 
 from dispatch_example.backend import ExampleBackend
 

@@ -246,7 +246,7 @@ class Harness:
 
     #: the backend's entry-point name; the kit sets it when it loads the harness from
     #: ``dispatch.harnesses``. Set it yourself for a harness used by a subclass of
-    #: :class:`dispatch_testing.suite.BackendConformance`.
+    #: :class:`dispatch_testing.kit.BackendConformance`.
     name: str = ""
     #: seconds between two discoveries while the kit waits for something
     poll_interval: float = 1.0

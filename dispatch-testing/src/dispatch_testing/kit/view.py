@@ -1,5 +1,6 @@
 """The kit's view of one backend under test: its harness, the loaded backend, and the checks
-every discovery must pass whichever test made it.
+every discovery must pass whichever test made it; :func:`kit_for` gives each test the one
+view of its run.
 
 Every discovery a kit test takes goes through :meth:`Kit.discover`, which checks what no
 adapter may ever report: objects of jobs nobody asked about, cause kinds the backend did
@@ -30,7 +31,16 @@ from dispatch import (
 from dispatch.core.cause import root_cause
 from dispatch.model.errors import DispatchError
 
-from dispatch_testing.harness import GROUP, Harness, NotProvokable, Scenario, required_scenarios
+from dispatch_testing.kit.harness import (
+    GROUP,
+    Harness,
+    NotProvokable,
+    Scenario,
+    required_scenarios,
+)
+
+#: the one Kit per harness class (or per ``--dispatch-backend``) of a pytest run
+KITS = pytest.StashKey[dict[Any, "Kit"]]()
 
 
 class KitError(Exception):
@@ -183,6 +193,25 @@ class Kit:
                     )
         except DispatchError:
             pass
+
+
+def kit_for(config: pytest.Config, cls: type) -> Kit:
+    """The one :class:`Kit` per harness class (or per ``--dispatch-backend``) of this run."""
+    key = getattr(cls, "harness_class", None) or config.getoption("dispatch_backend")
+    if key is None:
+        raise pytest.UsageError(
+            f"{cls.__qualname__} runs the dispatch kit but sets no harness_class and "
+            "--dispatch-backend was not given"
+        )
+    return kit_of(config, key)
+
+
+def kit_of(config: pytest.Config, key: type[Harness] | str) -> Kit:
+    """The run's Kit for ``key`` (a harness class or a registered name), started once."""
+    kits = config.stash.setdefault(KITS, {})
+    if key not in kits:
+        kits[key] = Kit.start(key, live=bool(config.getoption("dispatch_live")))
+    return kits[key]
 
 
 def _harness_class(name: str) -> type[Harness]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from dispatch import Backend, JobSpec, Phase, SubmitRefused
 
-from dispatch_testing.harness import Harness, NotProvokable, Provoked, Scenario
+from dispatch_testing.kit.harness import Harness, NotProvokable, Provoked, Scenario
 
 #: what a crashed writer left in end.json: not JSON, so the backend cannot map it
 GARBAGE = '{"state": "exited", "cause": {"kind": "non-zero-ex'

@@ -1,8 +1,8 @@
 """The pytest plugin of the conformance kit (``pytest11`` entry point ``dispatch_testing``).
 
 Inert unless asked for: without ``--dispatch-backend`` and without a subclass of
-:class:`dispatch_testing.suite.BackendConformance` in the collected tests, it only adds its
-two options and imports nothing of dispatch.
+:class:`dispatch_testing.kit.BackendConformance` in the collected tests, it only adds its
+two options and starts no harness.
 
 ``pytest --dispatch-backend NAME`` runs the kit against the backend registered as ``NAME``
 (in ``dispatch.backends``) with the harness registered as ``NAME`` (in
@@ -13,20 +13,19 @@ A subclass of ``BackendConformance`` may override a kit test only to mark it
 ``xfail(reason=..., strict=True)`` (or with ``xfail_strict = true`` in the ini file);
 anything else — a plain override, a test set to None, an xfail without a reason, a
 non-strict xfail — stops the run with a usage error naming the test.
+
+The plugin uses the suite and the kit's view; neither imports the plugin.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-if TYPE_CHECKING:
-    from dispatch_testing.kit import Kit
-
-SUITE = Path(__file__).with_name("kit_tests.py")
-_KITS = pytest.StashKey[dict[Any, "Kit"]]()
+#: the module ``dispatch-conformance`` and ``--dispatch-backend`` collect
+SUITE = Path(__file__).with_name("conformance_tests.py")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,37 +50,21 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
         config.args = [str(SUITE)]
-    _kit(config, name)  # a missing or broken harness is a usage error, before collection
+    from dispatch_testing.kit.view import kit_of
+
+    kit_of(config, name)  # a missing or broken harness is a usage error, before collection
 
 
 def _is_kit_class(cls: object) -> bool:
     return isinstance(cls, type) and bool(getattr(cls, "__dispatch_kit__", False))
 
 
-def kit_for(config: pytest.Config, cls: type) -> Kit:
-    """The one :class:`Kit` per harness class (or per ``--dispatch-backend``) of this run."""
-    key = getattr(cls, "harness_class", None) or config.getoption("dispatch_backend")
-    if key is None:
-        raise pytest.UsageError(
-            f"{cls.__qualname__} runs the dispatch kit but sets no harness_class and "
-            "--dispatch-backend was not given"
-        )
-    return _kit(config, key)
-
-
-def _kit(config: pytest.Config, key: Any) -> Kit:
-    from dispatch_testing.kit import Kit
-
-    kits = config.stash.setdefault(_KITS, {})
-    if key not in kits:
-        kits[key] = Kit.start(key, live=bool(config.getoption("dispatch_live")))
-    return kits[key]
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not _is_kit_class(metafunc.cls):
         return
     assert metafunc.cls is not None
+    from dispatch_testing.kit.view import kit_for
+
     if "scenario" in metafunc.fixturenames:
         kit = kit_for(metafunc.config, metafunc.cls)
         scenarios = kit.scenarios_to_test()
@@ -108,13 +91,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _override_problems(config: pytest.Config, cls: type) -> list[str]:
-    from dispatch_testing.suite import BackendConformance
+    from dispatch_testing.kit.suite import BackendConformance
 
     problems = []
     strict_ini = bool(config.getini("xfail_strict"))
-    for name, original in vars(BackendConformance).items():
+    for name in dir(BackendConformance):
         if not name.startswith("test_"):
             continue
+        original = getattr(BackendConformance, name)
         mine = getattr(cls, name, None)
         if mine is original:
             continue
@@ -135,11 +119,14 @@ def _override_problems(config: pytest.Config, cls: type) -> list[str]:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    kits = config.stash.get(_KITS, {})
-    for kit in kits.values():
+    from dispatch_testing.kit.view import KITS
+
+    for kit in config.stash.get(KITS, {}).values():
         terminalreporter.write_line(kit.summary())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for kit in config.stash.get(_KITS, {}).values():
+    from dispatch_testing.kit.view import KITS
+
+    for kit in config.stash.get(KITS, {}).values():
         kit.close()

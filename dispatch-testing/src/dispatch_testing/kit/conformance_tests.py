@@ -1,7 +1,7 @@
 """The module ``dispatch-conformance NAME`` runs: the kit's suite, its harness chosen by
 ``--dispatch-backend NAME``."""
 
-from dispatch_testing.suite import BackendConformance
+from dispatch_testing.kit.suite import BackendConformance
 
 
 class TestConformance(BackendConformance):

@@ -1,1 +1,0 @@
-"""Kit harnesses for backends that ship without one of their own (the core's ``local``)."""
