@@ -41,7 +41,7 @@ def bind_plan(registry: Registry, backend: str, policy: RecoveryPolicy) -> Plan:
 
 def check_spec(registry: Registry, backend: str, spec: JobSpec) -> None:
     """Refuse options and capabilities the backend does not declare, before anything is
-    written (S-36, issue 16.1): a job asking what its backend cannot do would otherwise be
+    written (S-36): a job asking what its backend cannot do would otherwise be
     recorded and then refused by every submit."""
     declarations = registry.get(backend).declarations
     declared = declarations.options
@@ -164,9 +164,10 @@ def request(
 ) -> Job:
     """Make a person's request (cancel, resubmit, give up) on the job as it is now, and
     append it; when another writer (a supervisor) appended first, read the job again and
-    make the request again, instead of failing (issue 15.11). ``make`` refuses with
+    make the request again, instead of failing on a conflict the person did not cause.
+    ``make`` refuses with
     ``NotAllowed`` what the job's new state no longer allows (a hold resolved by someone
-    else: pass the hold to ``requests.resubmit``)."""
+    else: pass the hold to ``interventions.resubmit``)."""
     job = load_job(store, job_id)
     for _ in range(attempts):
         events = make(job)

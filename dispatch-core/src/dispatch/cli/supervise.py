@@ -51,7 +51,7 @@ def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_
     )
     if once and unreachable:
         # the tick ran (leases released) but could not ask every backend: exit 3, as
-        # docs/cli.md defines for an unreachable scheduler (issue 16 item 5)
+        # docs/cli.md defines for an unreachable scheduler, so a cron job or a unit sees it
         raise SystemExit(exit_codes.UNREACHABLE)
 
 

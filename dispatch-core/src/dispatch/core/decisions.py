@@ -84,7 +84,7 @@ class Decision:
     of a window (node loss, pending, missing from the listing), each through
     ``_Draft.past``, which notes the earliest end still ahead; so a supervisor may skip
     deciding again a job whose record and objects did not change until the clock passes
-    ``until`` (issue 14: deciding is most of a quiet tick over 50,000 jobs)."""
+    ``until`` (deciding is most of a quiet tick over 50,000 jobs)."""
 
     effects: list[Effect]
     quiet: bool

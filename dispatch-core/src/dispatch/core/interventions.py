@@ -50,7 +50,8 @@ def cancel(job: Job, *, actor: str, now: datetime, detail: str = "") -> list[Eve
 
 def current_hold(job: Job) -> int | None:
     """The sequence number of the hold-placed event of the job's current hold: what a
-    resubmit or give-up names as the hold it resolves (issue 15.11)."""
+    resubmit or give-up names as the hold it resolves, so two racing requests cannot both
+    resolve it."""
     if job.hold is None:
         return None
     placed = [t.seq for t in job.history if t.event == "hold-placed"]
@@ -72,7 +73,8 @@ def _require_hold(job: Job, verb: str, hold: int | None = None) -> None:
 
 class HoldResolvedMeanwhile(NotAllowed):
     """The hold a request named was resolved by another request first (two people, or
-    two terminals, resubmitting at once): this one does nothing (issue 15.11)."""
+    two terminals, resubmitting at once): this one does nothing, rather than a second
+    submission."""
 
     def __init__(self, job: Job, hold: int, verb: str) -> None:
         later = [t for t in job.history if t.seq > hold and t.event == "hold-resolved"]

@@ -20,15 +20,16 @@ State directory (``DISPATCH_LOCAL_DIR``, default ``$XDG_STATE_HOME/dispatch/loca
     jobs/<job key>/<object id>  the index discovery reads: content is the submission
     environments/<job key>.json the submitter's environment, kept at submit (0600)
 
-Decisions, where the SPEC and the issue leave room:
+Decisions the requirements leave open:
 
-- A submit goes in four steps, each recoverable if the submitting process dies after it
-  (issue 15.2): the files are drafted under ``objects/.draft-<id>``, moved into place,
-  the runner is started, and only then is the object indexed under its job. A draft or
-  an unindexed object is invisible (the next supervisor submits anew) and is removed by
-  garbage collection; the runner waits up to 60 s for the index entry and ends the object
-  unrun (``abandoned``) if it never comes; an indexed object's runner is already going.
-  Only the first runner recorded in ``runner.json`` runs the object.
+- A submit goes in four steps, each recoverable if the submitting process dies after it,
+  so a submit killed half way never leaves a second object: the files are drafted under
+  ``objects/.draft-<id>``, moved into place, the runner is started, and only then is the
+  object indexed under its job. A draft or an unindexed object is invisible (the next
+  supervisor submits anew) and is removed by garbage collection; the runner waits up to 60
+  s for the index entry and ends the object unrun (``abandoned``) if it never comes; an
+  indexed object's runner is already going. Only the first runner recorded in
+  ``runner.json`` runs the object.
 - Life of an object: ``gated`` (waiting for ``gate-open``) → ``starting`` → ``running``
   (``stopping`` once a stop is asked) → ``ended``. Every file is written whole (temporary
   name, then rename or link), and ``end.json`` only once: the first writer wins.
@@ -54,14 +55,14 @@ Decisions, where the SPEC and the issue leave room:
   id and reported ended ``unknown`` with what was found (a runner not on record 30 s
   after the submission too: it never got going; see its ``runner.log``). If its command
   is still running, it is reported running, and a stop kills it directly.
-- A deleted object directory (its job index entry left) is found by what survives it
-  (issue 15.3): the processes carrying its ``DISPATCH_OBJECT_ID`` (the command) or its
-  path in their argv (runner, keeper), one scan of ``/proc`` per discovery, made only
-  then. While any lives the object is reported running, so nothing replaces it beside
-  them; a stop SIGTERMs the command's process groups, SIGKILLs after the grace; with
-  none left it is ended ``unknown``. A state directory shared between hosts (NFS)
-  works: processes of another host are not checked from here, and their runner sees stop
-  and gate files there.
+- A deleted object directory (its job index entry left) is found by what survives it,
+  since its command may still run: the processes carrying its ``DISPATCH_OBJECT_ID`` (the
+  command) or its path in their argv (runner, keeper), one scan of ``/proc`` per
+  discovery, made only then. While any lives the object is reported running, so nothing
+  replaces it beside them; a stop SIGTERMs the command's process groups, SIGKILLs after
+  the grace; with none left it is ended ``unknown``. A state directory shared between
+  hosts (NFS) works: processes of another host are not checked from here, and their runner
+  sees stop and gate files there.
 - The command runs in the submitter's environment (kept at submit in
   ``environments/<job key>.json``, 0600), never with dispatch's own ``DISPATCH_*``
   configuration, plus ``spec.env``, plus what dispatch sets: ``DISPATCH_JOB_ID``,

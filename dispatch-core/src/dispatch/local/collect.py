@@ -1,4 +1,4 @@
-"""Garbage collection of the local state directory (issue 15.12).
+"""Garbage collection of the local state directory.
 
 A killed submit leaves files nothing will ever read: a ``.draft-<id>`` directory, a
 ``.*.tmp`` file, or an object directory moved into place but never indexed (no job's

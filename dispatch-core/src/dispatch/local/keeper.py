@@ -1,5 +1,5 @@
 """The keeper: the command's parent, forked from the runner, so a killed runner loses
-nothing of how the command ended (issue 15.3).
+nothing of how the command ended.
 
 Only a parent learns a process's exit status. The runner used to be the command's parent,
 so a runner killed while the command ran (an OOM kill, a ``kill -9``) left a command

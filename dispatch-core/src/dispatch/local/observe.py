@@ -174,7 +174,7 @@ def _observe(obj: ObjectDir, meta: ObjectMeta, now: datetime) -> ObjectView:
 
 def _kept(obj: ObjectDir, started: Started | None) -> Ending | None:
     """The ending the command's keeper recorded, when its runner died before it could:
-    a command that exited 0 after its runner was killed succeeded (issue 15.3)."""
+    a command that exited 0 after its runner was killed succeeded."""
     if started is None:
         return None
     exited = read(exit_file(obj.path), Exited)
@@ -243,7 +243,8 @@ def _lost(obj: ObjectDir, meta: ObjectMeta, started: Started | None, now: dateti
 
 def vanished(obj: ObjectDir, job_id: str, submission: int, alive: str | None) -> ObjectView:
     """An object its job's index names whose directory is gone (deleted by hand, a
-    cleanup gone wrong): ``alive`` says which of its processes still run (issue 15.3)."""
+    cleanup gone wrong): ``alive`` says which of its processes still run, so nothing
+    replaces an object whose command lives on."""
     if alive is not None:
         return _view(
             obj.object_id,
