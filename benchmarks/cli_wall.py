@@ -1,7 +1,7 @@
 """Wall time of the CLI as a person feels it, with all four distributions installed.
 
-Targets (issue 2): `dispatch --help` <= 150 ms; `dispatch status JOB` <= 300 ms. Also the
-daily loop of issue 12: `logs`, `config`, `submit --dry-run`, and `dispatch logs` of a
+Targets: `dispatch --help` <= 150 ms; `dispatch status JOB` <= 300 ms. Also the
+daily loop: `logs`, `config`, `submit --dry-run`, and `dispatch logs` of a
 64 MiB log with its peak resident memory (flat: it streams).
 Run: python benchmarks/cli_wall.py [--runs 15]   (uses the dispatch next to this python)
 """

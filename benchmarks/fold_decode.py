@@ -1,6 +1,6 @@
 """Decode + fold throughput against json.loads of the same bytes.
 
-Target (issue 14): >= 200k events/s, and <= 1.5x the time json.loads takes on the same
+Target (README, Scale): >= 200k events/s, and <= 1.5x the time json.loads takes on the same
 bytes, decoding as strictly as before (S-6). Two decoders are measured on the same rows:
 ``decode_event`` (pydantic, every row validated whole) and the store's row codec
 (``dispatch.store.codec.decode_body``: a tail seen before is not validated again), with

@@ -1,4 +1,4 @@
-"""Per-job commands on a big record against the same command on a one-job record (issue 14).
+"""Per-job commands on a big record against the same command on a one-job record.
 
 Target: `status`, `history`, `cancel`, `resubmit`, `give-up` of one job on a record of
 100,000 jobs within 1.2x of the same command on a record that holds only that job.

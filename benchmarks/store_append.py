@@ -11,13 +11,13 @@ the server named by DISPATCH_TEST_POSTGRES, default the one .ci/start-postgres.s
 - read_since: the whole feed from position 0, in pages; read_feed (the quarantining feed
   the supervisor uses, S-48) the same way;
 - one job: read(job) and read_feed(job_ids=[job]) on the N-job record, 200 times each: what
-  a per-job command pays (issue 14: it must not grow with the record).
+  a per-job command pays (it must not grow with the record).
 
 Usage: .venv/bin/python benchmarks/store_append.py [--jobs 10000] [--ticks 3] [--singles 500]
        [--stores sqlite,postgres] [--one-job-scale 100000]
 
 ``--one-job-scale N`` instead compares one job's reads on a record of N jobs (5 events
-each) with the same reads on a record of that one job (issue 14's per-job target).
+each) with the same reads on a record of that one job (the README's per-job target).
 Figures are printed, never asserted.
 """
 

@@ -104,10 +104,9 @@ def _open(kind: str, where: str) -> tuple[RecordStore, str]:
         return open_store(f"sqlite:///{where}/cold.db"), "sqlite"
     from dispatch.store.postgres import PostgresStore
 
-    dsn = (
-        os.environ.get("DISPATCH_TEST_POSTGRES")
-        or Path("/work/main/.venv/postgres-dsn").read_text().strip()
-    )
+    dsn = os.environ.get("DISPATCH_TEST_POSTGRES")
+    if not dsn:
+        raise SystemExit("--store postgres: set DISPATCH_TEST_POSTGRES to a PostgreSQL URL")
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     return PostgresStore(dsn, schema=schema), f"postgres (schema {schema})"
 

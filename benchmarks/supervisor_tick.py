@@ -1,13 +1,13 @@
 """Supervisor ticks over many active jobs on the simulated (in-memory) scheduler.
 
-Targets (issue 14), jobs of 21 events each:
+Targets (README, Scale), jobs of 21 events each:
 - cold start (the first tick: read, fold, first decision): <= 2 s over 10,000 jobs and
   <= 10 s over 50,000;
 - steady tick over 50,000 active jobs: <= 1 s, the median and the worst of 50 ticks;
 - peak memory <= 8 KiB per active job (the process's peak resident set, reset after the
   record is built, less its resident set before the supervisor started);
 - both stores side by side: ``--store sqlite postgres`` (PostgreSQL from
-  DISPATCH_TEST_POSTGRES or /work/main/.venv/postgres-dsn, in a schema of its own).
+  DISPATCH_TEST_POSTGRES, in a schema of its own).
 
 Lease writes per tick are counted (a fresh lease is not written again), and the jobs each
 tick decided afresh (the others were quiet and unchanged). Each tick's wall time and its CPU
@@ -142,10 +142,9 @@ def _open(kind: str, where: str) -> tuple[RecordStore, str]:
         return open_store(f"sqlite:///{where}/bench.db"), "sqlite"
     from dispatch.store.postgres import PostgresStore
 
-    dsn = (
-        os.environ.get("DISPATCH_TEST_POSTGRES")
-        or Path("/work/main/.venv/postgres-dsn").read_text().strip()
-    )
+    dsn = os.environ.get("DISPATCH_TEST_POSTGRES")
+    if not dsn:
+        raise SystemExit("--store postgres: set DISPATCH_TEST_POSTGRES to a PostgreSQL URL")
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     return PostgresStore(dsn, schema=schema), f"postgres (schema {schema})"
 

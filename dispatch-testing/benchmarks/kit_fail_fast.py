@@ -1,4 +1,4 @@
-"""How long the kit takes to fail an adapter whose discovery lists nothing (issue 16 item 6).
+"""How long the kit takes to fail an adapter whose discovery lists nothing.
 
 The adapter is examples/dispatch-example with one bug: its discovery filters by a key its
 submit never writes, so every object it submits stays unlisted. The kit runs on its real

@@ -160,7 +160,7 @@ class Supervisor:
         # read; a job whose append conflicts is re-read whole (see _append).
         # An undecodable row quarantines its job only (S-48): it is dropped, named in every
         # tick's errors, and nothing is decided or appended for it; the others go on.
-        # Page by page with the collector paused (issue 14): a cold start never holds the
+        # Page by page with the collector paused: a cold start never holds the
         # whole decoded feed, and the collector does not walk every folded job.
         with collector_paused():
             while self._refresh_page():
@@ -210,7 +210,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ tick
     def tick(self, now: datetime | None = None) -> TickReport:
-        # The collector stays out of the tick (issue 14): its many objects (discovery views,
+        # The collector stays out of the tick: its many objects (discovery views,
         # decisions) are freed by their reference counts; it runs between ticks.
         with collector_paused(freeze_over=None):
             report = self._tick(now)
@@ -313,7 +313,7 @@ class Supervisor:
     ) -> list[Effect]:
         """``decide``, noting a quiet job in ``quiet``: the tick skips deciding it again
         while its record (the same Job object) and its objects (equal views) are the same
-        and no window it waited on has ended (issue 14;
+        and no window it waited on has ended (deciding is most of a quiet tick;
         :class:`dispatch.core.decisions.Decision` says why that gives the same answer)."""
         decided = decision(job, objects, job.plan, now)
         report.decided += 1
@@ -324,7 +324,7 @@ class Supervisor:
     def _leases_for(self, active: list[str], now: datetime) -> dict[str, Lease]:
         """The leases to act under: one with at least ``effect_window`` left is used as it
         is (nobody can take a live lease, and ``_fenced`` trusts the same margin), so the
-        store writes only the leases running short, not every lease every tick (issue 14).
+        store writes only the leases running short, not every lease every tick.
         Leases past three quarters of their length are renewed early, an eighth of the
         jobs a tick at most, so renewals spread over ticks instead of all coming due in one.
         """
@@ -487,7 +487,7 @@ class Supervisor:
                     except Unreachable:
                         raise
                     except DispatchError as exc:
-                        # Refused, or failed in a way no retry mends (issue 16.1): a
+                        # Refused, or failed in a way no retry mends: a
                         # recorded, visible ending in the backend's words, never a retry
                         # for ever. Only Unreachable is tried again.
                         seq += 1

@@ -137,7 +137,7 @@ def _may_be_warned(view: ObjectView) -> bool:
 
 #: the wrapper's words for objects seen ended, by (warnings file, object id): an ended
 #: object's file is complete (the wrapper writes its line before the job ends), so it is
-#: read once, not at every discovery (issue 14: a file read per job made discovery 1.7x
+#: read once, not at every discovery (a file read per job made discovery 1.7x
 #: the bare squeue + sacct). Forgotten all at once when full.
 _ENDED: dict[tuple[Path, str], dict[int, str]] = {}
 _ENDED_MAX = 100_000

@@ -1,4 +1,4 @@
-"""Crash injection for dispatch's own code, kept out of the product (issue 9, S-34).
+"""Crash injection for dispatch's own code, kept out of the product (S-34).
 
 ``python -m dispatch_testing.crash STEP[@N] [STEP[@N] ...] -- dispatch ARGS...`` runs the
 ``dispatch`` CLI in this process with crash points installed: the process SIGKILLs itself

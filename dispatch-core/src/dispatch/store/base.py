@@ -335,7 +335,7 @@ def decode_row(job_id: str, seq: int, body: str | bytes) -> Event:
 
     if type(body) is str:  # every row a store wrote: the fast path, no error handling built
         try:
-            event = decode_body(body)  # decode_event's value and errors, faster (issue 14)
+            event = decode_body(body)  # decode_event's value and errors, faster
         except (DecodeError, ValueError, TypeError, RecursionError) as exc:
             raise _undecodable(job_id, seq, body, exc) from exc
         if event.job_id == job_id and event.seq == seq:
@@ -449,6 +449,12 @@ class RecordStore(abc.ABC):
     #: Where the records are, for messages; never includes a password.
     location: str = ""
 
+    def role(self) -> str | None:
+        """The database role this store acts as, where the store has roles (PostgreSQL's
+        ``current_user``); None for a store of one user (SQLite). Recorded beside the real
+        uid of whoever appends a person's request (``dispatch.model.events.Identity``)."""
+        return None
+
     def append(
         self,
         job_id: str,
@@ -506,8 +512,9 @@ class RecordStore(abc.ABC):
         while the other jobs' events are returned as usual.
 
         ``job_ids`` reads only those jobs, through the ``(job_id, seq)`` index, so a command
-        about one job never decodes the others (issue 14). The store keeps no state: a reader
-        that saw a job quarantined ignores that job's later events itself.
+        about one job never decodes the others: its cost does not grow with the record. The
+        store keeps no state: a reader that saw a job quarantined ignores that job's later
+        events itself.
         """
 
     @abc.abstractmethod

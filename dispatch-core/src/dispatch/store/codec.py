@@ -1,4 +1,4 @@
-"""Decoding stored rows fast without decoding them less strictly (issue 14, S-6).
+"""Decoding stored rows fast without decoding them less strictly (S-6).
 
 A record is mostly repetition: every job of a sweep carries the same spec and plan, every
 recovery the same cause, and one tick's events share one time. Each row the store writes
@@ -30,7 +30,7 @@ with an equal one decoded before (``_intern``), so 50,000 jobs of one sweep hold
 
 Also here: ``collector_paused``, which keeps Python's cyclic garbage collector out of bulk
 decoding and folding. Those allocate millions of objects that all stay alive, so every
-collection the allocations trigger is wasted work (65% of a cold start, issue 14).
+collection the allocations trigger is wasted work (65% of a cold start).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``simulated`` backend's entry point, present only while a test asks for it.
 
 A plain ``pip install dispatch-testing`` must not add a production backend that forgets
-everything when its process exits (issue 9). Yet the kit proves a backend is found through
+everything when its process exits. Yet the kit proves a backend is found through
 its ``dispatch.backends`` entry point alone (S-31), the simulated one included. So the entry
 point lives in a small ``*.dist-info`` shipped inside this package, outside ``sys.path``;
 :func:`register` puts its directory on ``sys.path``, where ``importlib.metadata`` finds it
