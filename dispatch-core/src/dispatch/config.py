@@ -127,11 +127,16 @@ def user_config_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def find_project_file(cwd: str | os.PathLike[str] | None = None) -> Path | None:
-    """The first ``dispatch.toml`` in ``cwd`` or a directory above it."""
+    """The first ``dispatch.toml`` in ``cwd`` or a directory above it.
+
+    Whatever holds the name is found, not only a regular file: a FIFO, a directory or a
+    dangling link named ``dispatch.toml`` is then refused when read, naming its path
+    (skipping it would silently apply another file's settings, or none).
+    """
     here = Path(cwd) if cwd is not None else Path.cwd()
     for directory in (here, *here.parents):
         candidate = directory / PROJECT_FILE
-        if candidate.is_file():
+        if os.path.lexists(candidate):
             return candidate
     return None
 
@@ -266,7 +271,7 @@ def load_config(
 
     files = []
     user = user_config_dir(env) / USER_FILE
-    if user.is_file():
+    if os.path.lexists(user):  # not a regular file: refused when read (find_project_file)
         config.user_file = user
         files.append(("user file", user))
     project = find_project_file(cwd)

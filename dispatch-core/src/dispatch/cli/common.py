@@ -85,10 +85,61 @@ class Context:
             try:
                 self._client.close()
             except Exception as exc:
-                click.echo(f"dispatch: warning: closing the record store: {exc}", err=True)
+                text = message_lines(_redacted(str(exc)))
+                click.echo(f"dispatch: warning: closing the record store: {text}", err=True)
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+
+class UsageProblem(click.UsageError):
+    """A usage error (an unknown option, a missing argument, a value out of range) shown
+    as every other error is: one ``dispatch: ...`` line with advice, exit 2, and with
+    ``--json`` the error object on stdout (docs/cli.md)."""
+
+    def __init__(self, cause: click.UsageError, as_json: bool) -> None:
+        super().__init__(cause.format_message(), ctx=cause.ctx)
+        self.kind = type(cause).__name__
+        self.as_json = as_json
+
+    def show(self, file: Any = None) -> None:
+        from dispatch.cli.render import emit_json, escaped
+
+        message = self.format_message().rstrip(".")
+        text = message[:1].lower() + message[1:]
+        if self.ctx is not None:
+            text += f" (see `{self.ctx.command_path} --help`)"
+        if self.as_json:
+            emit_json({"error": {"type": self.kind, "message": text, "exit_code": self.exit_code}})
+        click.echo(f"dispatch: {escaped(text)}", err=True)
+
+
+class Group(click.Group):
+    """The ``dispatch`` group: its own and its commands' usage errors as :class:`UsageProblem`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["dispatch.args"] = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            raise UsageProblem(exc, _json_asked(args)) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageProblem:
+            raise
+        except click.UsageError as exc:
+            raise UsageProblem(exc, _json_asked(ctx.meta.get("dispatch.args", []))) from None
+
+
+def _json_asked(args: list[str]) -> bool:
+    """Whether ``--json`` was among the options (before ``--``): the command line did not
+    parse, so the flag is looked for in the words as given."""
+    options = args[: args.index("--")] if "--" in args else args
+    return "--json" in options
 
 
 def _where(param: click.Parameter) -> str:
@@ -97,12 +148,20 @@ def _where(param: click.Parameter) -> str:
     return f"argument {(param.name or '').upper()}"
 
 
+#: The longest a job id or a name may be: far above any real one (job ids are 13
+#: characters), low enough that a value pasted by mistake is refused at once instead of
+#: carried into every lookup and message. Other options check their values themselves.
+LONGEST = {"job_id": 256, "name": 1024}
+
+
 def check_arguments(kwargs: dict[str, Any]) -> None:
-    """Refuse undecodable bytes in any text argument, naming the option (S-36).
+    """Refuse undecodable bytes in any text argument, naming the option (S-36), and a
+    job id or name longer than its bound (``LONGEST``).
 
     Paths are exempt: a file may have any name, and it is only opened, never recorded.
     """
     from dispatch.inputs import check_text
+    from dispatch.model.errors import BadInput
 
     ctx = click.get_current_context(silent=True)
     if ctx is None or ctx.command is None:
@@ -110,7 +169,15 @@ def check_arguments(kwargs: dict[str, Any]) -> None:
     for param in ctx.command.params:
         if isinstance(param.type, click.Path) or param.name not in kwargs:
             continue
-        check_text(kwargs[param.name], _where(param))
+        value = kwargs[param.name]
+        longest = LONGEST.get(param.name or "")
+        if longest is not None and isinstance(value, str) and len(value) > longest:
+            what = "a job id" if param.name == "job_id" else "a name"
+            raise BadInput(
+                f"{_where(param)}: {len(value):,} characters, more than the {longest:,} "
+                f"{what} may have"
+            )
+        check_text(value, _where(param))
 
 
 def fail(exc: BaseException, as_json: bool) -> None:
@@ -127,8 +194,18 @@ def fail(exc: BaseException, as_json: bool) -> None:
         import traceback
 
         traceback.print_exception(exc)
-    click.echo(f"dispatch: {text}", err=True)
+    click.echo(f"dispatch: {message_lines(text)}", err=True)
     sys.exit(code)
+
+
+def message_lines(text: str) -> str:
+    """An error message as printed after ``dispatch:``: escaped (it may quote a job name or
+    a scheduler's words), its own line breaks kept, every further line indented so none
+    can pass for a line of dispatch's own."""
+    from dispatch.cli.render import escaped
+
+    first, *rest = escaped(text, lines=True).split("\n")
+    return "\n".join([first, *(line if line[:1].isspace() else f"  {line}" for line in rest)])
 
 
 def _redacted(text: str) -> str:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import click
 
 from dispatch.cli import backends, interventions, reading, settings, submit, supervise
-from dispatch.cli.common import Context
+from dispatch.cli.common import Context, Group
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--store",
     "store_url",

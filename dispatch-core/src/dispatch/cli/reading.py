@@ -46,7 +46,7 @@ def status(c: Context, job_id: str, no_record: bool, backend: str | None, as_jso
 def list_jobs(c: Context, state: str | None, limit: int | None, as_json: bool) -> None:
     """List jobs from the record (no scheduler call); a job whose record does not decode
     is listed as quarantined, with what is wrong."""
-    from dispatch.cli.render import emit_json
+    from dispatch.cli.render import emit_json, escaped
 
     rows = c.client.jobs(state=state, limit=limit)
     if as_json:
@@ -69,8 +69,10 @@ def list_jobs(c: Context, state: str | None, limit: int | None, as_json: bool) -
         bad = _quarantine(r)
         shown = "quarantined" if bad else r.outcome.value if r.outcome else "active"
         click.echo(
-            f"{r.job_id}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.backend:<10} {shown:<10} {r.name}"
-            + (f"  [{bad}]" if bad else "")
+            escaped(
+                f"{r.job_id}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.backend:<10} {shown:<10} "
+                f"{r.name}" + (f"  [{bad}]" if bad else "")
+            )
         )
 
 
@@ -163,13 +165,18 @@ def logs(
 
 
 def _raw(chunks: Iterable[LogChunk], headers: bool) -> None:
+    """The job's own bytes as it printed them (as ``cat`` would show its log file); only
+    dispatch's header lines are escaped."""
+    from dispatch.cli.render import escaped
+
     out = sys.stdout.buffer
     last: int | None = None
     for chunk in chunks:
         if chunk.submission != last and (headers or last is not None):
             if last is not None:
                 out.write(b"\n")
-            out.write(f"==> submission {chunk.submission} ({chunk.object_id}) <==\n".encode())
+            header = escaped(f"==> submission {chunk.submission} ({chunk.object_id}) <==")
+            out.write(f"{header}\n".encode())
         last = chunk.submission
         out.write(chunk.data)
         out.flush()

@@ -1,4 +1,12 @@
-"""How statuses, histories and plans read, for people and (``--json``) for scripts."""
+"""How statuses, histories and plans read, for people and (``--json``) for scripts.
+
+Text a user or a scheduler wrote (job names, commands, the scheduler's words, node names,
+actor names, error messages quoting them) reaches the terminal only through
+:func:`escaped`: a control character, a line break inside a field or a bidi override is
+shown as a visible escape, so a job name cannot clear the screen, set the terminal's
+title, colour what follows or forge a line of ``list``. ``--json`` needs no such step:
+``json.dumps`` escapes every control character and every non-ASCII character.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,31 @@ import click
 from dispatch.core.cause import Cause
 from dispatch.core.policy import Plan
 from dispatch.core.status import Status
+from dispatch.model.events import Identity
+
+#: Named escapes; every other character below is shown as ``\xNN`` or ``\uNNNN``.
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: C0 controls (ESC, CR, LF, BEL...), DEL and the C1 controls (0x9b is a one-byte CSI).
+_CONTROLS = (*range(0x00, 0x20), *range(0x7F, 0xA0))
+#: Bidi marks, embeddings, overrides and isolates (they reorder what follows them on the
+#: line), the line and paragraph separators, and the byte-order mark.
+_FORMATS = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_SEPARATORS = (0x2028, 0x2029, 0xFEFF)
+_ESCAPES = {c: _NAMED.get(chr(c), f"\\x{c:02x}") for c in _CONTROLS}
+_ESCAPES.update({c: f"\\u{c:04x}" for c in (*_FORMATS, *_SEPARATORS)})
+_ESCAPES_KEEPING_LINES = {c: e for c, e in _ESCAPES.items() if chr(c) not in "\n\t"}
+
+
+def escaped(text: object, lines: bool = False) -> str:
+    """``text`` as it may reach a terminal: every control character, bidi override and
+    line separator shown as a visible escape (``\\x1b``, ``\\n``, ``\\u202e``). With
+    ``lines``, line feeds and tabs are kept (a script shown whole, a message of several
+    lines). Idempotent, and linear in the length of ``text``.
+    """
+    shown = str(text)
+    if shown.isprintable():  # every character escaped here is a non-printable one
+        return shown
+    return shown.translate(_ESCAPES_KEEPING_LINES if lines else _ESCAPES)
 
 
 def emit_json(data: Any) -> None:
@@ -21,12 +54,12 @@ def cause_line(cause: Cause | None) -> str:
         return "-"
     parts = [f"{cause.kind.value} ({cause.provenance.value}"]
     if cause.actor:
-        parts[0] += f" {cause.actor}"
+        parts[0] += f" {escaped(cause.actor)}"
     parts[0] += ")"
     if cause.exit_code is not None:
         parts.append(f"exit {cause.exit_code}")
     if cause.detail:
-        parts.append(repr(cause.detail) if "\n" in cause.detail else cause.detail)
+        parts.append(escaped(cause.detail))
     return ", ".join(parts)
 
 
@@ -34,6 +67,7 @@ def status_text(status: Status) -> str:
     lines = [
         f"job       {status.job_id}" + (f"  ({status.name})" if status.name else ""),
         f"backend   {status.backend or '-'}",
+        *([f"submitter {status.submitter.describe()}"] if status.submitter else []),
         f"state     {status.state.value}"
         + ("" if status.settled else "  (not yet committed)")
         + ("" if status.level.value == "record" else f"  [{status.level.value}: no record]"),
@@ -65,12 +99,19 @@ def status_text(status: Status) -> str:
     if status.escalations:
         lines.append("escalations")
         lines.extend(f"  {e.at:%Y-%m-%d %H:%M:%S}  {e.reason}" for e in status.escalations)
-    return "\n".join(lines)
+    return "\n".join(escaped(line) for line in lines)
 
 
 def _keeps_off(sub: object) -> str:
     nodes = getattr(sub, "exclude_nodes", ())
     return f"  keeps off {', '.join(sorted(nodes))}" if nodes else ""
+
+
+def _by(actor: str | None, by: Identity | None) -> str:
+    """``  by alice (uid 1001)``: the name the actor gave, and who the process really was."""
+    if by is None:
+        return f"  by {actor}" if actor else ""
+    return f"  by {actor or 'someone'} ({by.describe()})"
 
 
 def history_text(status: Status) -> str:
@@ -83,9 +124,9 @@ def history_text(status: Status) -> str:
             f"{step.at:%Y-%m-%d %H:%M:%S}  #{step.seq:<3} {step.event:<18} {state:<10} "
             f"{cause_line(step.cause) if step.cause else ''}"
             + (f"  [{step.note}]" if step.note else "")
-            + (f"  by {step.actor}" if step.actor else "")
+            + _by(step.actor, step.by)
         )
-    return "\n".join(rows)
+    return "\n".join(escaped(row) for row in rows)
 
 
 def plan_text(plan: Plan) -> str:
@@ -104,7 +145,7 @@ def plan_text(plan: Plan) -> str:
     impossible = sorted(k.value for k in plan.impossible)
     if impossible:
         lines.append(f"not reported by {plan.declarations.name}: " + ", ".join(impossible))
-    return "\n".join(lines)
+    return "\n".join(escaped(line) for line in lines)
 
 
 def plan_json(plan: Plan) -> dict[str, Any]:

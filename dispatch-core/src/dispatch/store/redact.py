@@ -10,20 +10,66 @@ from a driver's words is safe to print, log or put in ``--json``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 MASK = "***"
 
-#: ``user:secret@`` after an optional scheme; the user part may not hold ``/``, ``@``, ``:``.
-_USERINFO = re.compile(
-    r"(?P<head>(?:[A-Za-z][A-Za-z0-9+.\-]*://)?[^\s:/@'\"]+):(?P<pw>[^\s@/'\"]*)@"
-)
-#: ``password=secret`` as a query parameter or a libpq keyword (quoted or not).
-_KEYWORD = re.compile(
-    r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s&;'\"]+)",
-    re.IGNORECASE,
-)
+#: A maximal run of characters that may form ``user:secret`` (found once each: linear).
+_RUN = re.compile(r"[^\s/@'\"]+")
+#: ``password=`` as a query parameter or a libpq keyword; its value is read by hand.
+_KEYWORD = re.compile(r"\bpassword\s*=\s*", re.IGNORECASE)
+#: An unquoted value: up to a space, ``&``, ``;`` or a quote.
+_BARE = re.compile(r"[^\s&;'\"]+")
+
+
+def _userinfo(text: str) -> Iterator[tuple[int, int]]:
+    """The spans of the secrets of every ``user:secret@`` in ``text`` (possibly empty).
+
+    The user part holds no ``:``, and neither part holds a space, a quote, ``/`` or ``@``:
+    so each candidate is one run of other characters directly followed by ``@``, and
+    finding them is one pass (a backtracking pattern took quadratic time on a long text
+    with no ``@``, such as a 100,000-character job id in an error message).
+    """
+    for run in _RUN.finditer(text):
+        end = run.end()
+        if end >= len(text) or text[end] != "@":
+            continue
+        start = run.start()
+        while start < end and text[start] == ":":
+            start += 1  # the user part is not empty: it starts after any leading colons
+        colon = text.find(":", start, end)
+        if colon > start:
+            yield colon + 1, end
+
+
+def _keyword(text: str) -> Iterator[tuple[int, int]]:
+    """The spans of the values of every ``password=value`` in ``text``, one pass.
+
+    A quoted value runs to its closing quote (a backslash escapes the next character), or
+    to the end of the text when the quote is never closed: more is masked, never less.
+    """
+    pos = 0
+    while True:
+        found = _KEYWORD.search(text, pos)
+        if found is None:
+            return
+        start = found.end()
+        if start < len(text) and text[start] in "'\"":
+            quote, end = text[start], start + 1
+            while end < len(text) and text[end] != quote:
+                end += 2 if text[end] == "\\" else 1
+            end = min(end + 1, len(text))
+        else:
+            bare = _BARE.match(text, start)
+            end = bare.end() if bare else start
+        if end > start:
+            yield start, end
+        pos = max(end, found.end(), found.start() + 1)
+
+
+def _unquoted(value: str) -> str:
+    return value[1:-1] if value[:1] in "'\"" and value[-1:] == value[:1] else value.lstrip("'\"")
 
 
 def secrets_in(url: str) -> list[str]:
@@ -36,15 +82,8 @@ def secrets_in(url: str) -> list[str]:
         userinfo = rest[: rest.rfind("@")]
         if ":" in userinfo:
             found.add(userinfo.split(":", 1)[1])
-    for match in _USERINFO.finditer(url):
-        if match.group("pw"):
-            found.add(match.group("pw"))
-    for match in _KEYWORD.finditer(url):
-        value = match.group("pw")
-        if value[:1] in "'\"":
-            value = value[1:-1]
-        if value:
-            found.add(value)
+    found |= {url[a:b] for a, b in _userinfo(url) if b > a}
+    found |= {_unquoted(url[a:b]) for a, b in _keyword(url)}
     try:
         parts = urlsplit(url)
         if parts.password:
@@ -64,11 +103,21 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     A secret the patterns already mask where it stands is not replaced elsewhere: a
     password equal to the user or database name would otherwise mask those as well. One
     the patterns miss (a driver quoting an unparsable URL) is replaced wherever it occurs.
+    Linear in the length of ``text`` (times the number of ``secrets``).
     """
-    masked = {m.group("pw") for m in _USERINFO.finditer(text)}
-    masked |= {m.group("pw").strip("'\"") for m in _KEYWORD.finditer(text)}
+    masked = {text[a:b] for a, b in _userinfo(text)}
+    masked |= {text[a:b].strip("'\"") for a, b in _keyword(text)}
     for secret in secrets:
         if secret and secret not in masked:
             text = text.replace(secret, MASK)
-    text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@" if m.group("pw") else m[0], text)
-    return _KEYWORD.sub(lambda m: f"{m.group('head')}{MASK}", text)
+    spans = sorted({*((a, b) for a, b in _userinfo(text) if b > a), *_keyword(text)})
+    out: list[str] = []
+    done = 0
+    for a, b in spans:
+        if a < done:  # overlaps the span just masked: mask the union
+            done = max(done, b)
+            continue
+        out += [text[done:a], MASK]
+        done = b
+    out.append(text[done:])
+    return "".join(out)
