@@ -760,7 +760,7 @@ def test_restart_count_out_of_range_is_unknown_and_alive(restarts: object) -> No
     assert len(view.executions) == 1
 
 
-# -- what the real controllers do (the live tier, .notes/kube-facts.md) -----------------
+# -- what the real controllers do (the live tier, docs/controllers.md) -------------------
 
 
 def test_deadline_after_the_warning_is_time_limit_although_the_pods_exited_0() -> None:

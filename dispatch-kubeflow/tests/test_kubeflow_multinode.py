@@ -48,7 +48,7 @@ def test_a_failing_rank_is_the_cause_not_those_killed_after_it_S42(
     backend: KubeflowBackend, emulator: Emulator
 ) -> None:
     """S-42: rank 2 exits 3, the Job deletes the other three (they end 143 and go, as on
-    the real controllers, .notes/kube-facts.md F-3): the ending is rank 2's non-zero-exit
+    the real controllers, docs/controllers.md F-3): the ending is rank 2's non-zero-exit
     3 on its node, not the 143s; only rank 2's Failed pod is left to show it."""
     name = start(backend, emulator)
     failed_on = node_of(emulator, name, 2)

@@ -1,6 +1,6 @@
 """The submission's own TrainingRuntime and the warning it carries (S-45): pure, the
 manifests as submit builds them. What the real controllers do with them is the live tier's
-(test_kubeflow_live_*.py; .notes/kube-facts.md F-1..F-7)."""
+(test_kubeflow_live_*.py; docs/controllers.md F-1..F-7)."""
 
 from __future__ import annotations
 

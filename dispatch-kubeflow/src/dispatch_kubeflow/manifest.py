@@ -11,7 +11,7 @@ JobSet, Jobs or Pods (dispatch-kubeflow/docs/research.md §1.1):
 dispatch owns recovery, so Kubernetes must not retry behind its back. The shipped runtimes
 leave that to the defaults: JobSet's webhook makes every pod ``restartPolicy: OnFailure``
 and the Job's ``backoffLimit`` is 6, so a failing program is restarted in place six times
-and a preempted pod is replaced (the live tier, ``.notes/kube-facts.md``). No TrainJob
+and a preempted pod is replaced (docs/controllers.md F-6). No TrainJob
 field of any Trainer version can change that (2.2's ``runtimePatches`` and 2.0/2.1's
 ``podTemplateOverrides`` carry labels, env, volumes, scheduling, never a restart policy,
 a backoff limit or a grace period), so each submission runs on its own copy of the runtime

@@ -2,7 +2,7 @@
 --live``): the real control plane of ``start-kube.sh``, provoked by :class:`LiveDriver`.
 
 The kit's entry point names :class:`dispatch_kubeflow_testing.harness.KubeflowHarness`;
-that class hands the live tier to this one (see .notes/interfaces.md "kube-live needs").
+that class hands the live tier to this one, so one entry point serves both tiers.
 
 KWOK stands in for the kubelet and runs no processes, so the launch contract (S-41) is
 checked the way a kubelet would produce it: each rank's container command (dispatch's
