@@ -69,10 +69,10 @@ def cursor_path(store_url: str | None, sink: Mapping[str, Any]) -> Path:
 
 
 def _shown(url: str) -> str:
-    """A URL for the log, without a password it may carry."""
-    from dispatch.store import redact
+    """A URL for the log, without a password or a query value (a ``?token=``) it carries."""
+    from dispatch.store.redact import redact_url
 
-    return redact(url)
+    return redact_url(url)
 
 
 def _now() -> datetime:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 @handles_errors
 def backends(c: Context, as_json: bool) -> None:
     """List installed backends, their declarations, and broken plugins with their error."""
-    from dispatch.cli.render import emit_json
+    from dispatch.cli.render import emit_json, escaped
 
     loaded, broken = c.registry.load_all()
     if as_json:
@@ -28,7 +28,7 @@ def backends(c: Context, as_json: bool) -> None:
     for _, backend in sorted(loaded.items()):
         click.echo(backend_text(backend))
     for name, error in sorted(broken.items()):
-        click.echo(f"{name}  BROKEN: {error}")
+        click.echo(escaped(f"{name}  BROKEN: {error}"))
 
 
 def _row(backend: Backend) -> dict[str, Any]:
@@ -42,7 +42,9 @@ def _row(backend: Backend) -> dict[str, Any]:
 
 def backend_text(backend: Backend) -> str:
     """One backend's declarations as people read them: each line from this backend's own
-    declarations (never another's)."""
+    declarations (never another's), escaped: a plugin's words are not dispatch's."""
+    from dispatch.cli.render import escaped
+
     decl = backend.declarations
     d = decl.model_dump(mode="json")
     lines = [
@@ -62,7 +64,7 @@ def backend_text(backend: Backend) -> str:
     ]
     if d["options"]:
         lines.append(f"  options           {', '.join(sorted(d['options']))}")
-    return "\n".join(lines)
+    return "\n".join(escaped(line) for line in lines)
 
 
 def _seconds(total_seconds: float) -> str:

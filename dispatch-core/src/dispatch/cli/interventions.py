@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 def _request(c: Context, job_id: str, act: Callable[[JobHandle], Status], as_json: bool) -> None:
     from dispatch.cli import exit_codes
+    from dispatch.cli.common import message_lines
     from dispatch.cli.render import emit_json, status_text
     from dispatch.client import Deferred
 
@@ -29,7 +30,7 @@ def _request(c: Context, job_id: str, act: Callable[[JobHandle], Status], as_jso
     try:
         result = act(handle)
     except Deferred as exc:
-        click.echo(f"dispatch: {exc}", err=True)
+        click.echo(f"dispatch: {message_lines(str(exc))}", err=True)
         if as_json:
             emit_json({"job_id": job_id, "recorded": True})
         sys.exit(exit_codes.UNREACHABLE)
@@ -86,10 +87,10 @@ def give_up(c: Context, job_id: str, as_json: bool) -> None:
 @handles_errors
 def supersede(c: Context, job_id: str, as_json: bool) -> None:
     """Run a finished job again as a new job that names the old one; print the new id."""
-    from dispatch.cli.render import emit_json
+    from dispatch.cli.render import emit_json, escaped
 
     new = c.client.job(job_id).supersede()
     if as_json:
         emit_json({"job_id": new.job_id, "supersedes": job_id})
     else:
-        click.echo(new.job_id)
+        click.echo(escaped(new.job_id))

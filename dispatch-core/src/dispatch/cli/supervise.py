@@ -56,10 +56,13 @@ def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_
 
 
 def tick_line(report: Any) -> str:
+    """One tick as a line; the schedulers' words and errors in it escaped."""
+    from dispatch.cli.render import escaped
+
     bits = [
         f"{report.at:%H:%M:%S} active={report.active} appended={report.appended} "
         f"submitted={report.submitted} stopped={report.stopped}"
     ]
     bits += [f"unreachable {k}: {v}" for k, v in report.unreachable.items()]
     bits += [f"error: {e}" for e in report.errors]
-    return "  ".join(bits)
+    return escaped("  ".join(bits))

@@ -121,3 +121,60 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
         done = b
     out.append(text[done:])
     return "".join(out)
+
+
+#: A query key or option name that names a credential.
+_SECRET_NAME = re.compile(r"pass|secret|token|key|sig|auth|cred|session|cookie", re.IGNORECASE)
+#: An HTTP header as a command line gives it (``Name: value``, curl's ``-H``).
+_HEADER = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*:)(?P<value>\s*\S.*)", re.DOTALL)
+_HEADER_FLAGS = ("-H", "--header")
+
+
+def redact_url(url: str, every_value: bool = True) -> str:
+    """``url`` as it may be shown: its password masked (:func:`redact_text`), and the value
+    of every query parameter and the fragment masked too (a webhook's ``?token=``,
+    ``&sig=``); with ``every_value`` False only the values of parameters named like a
+    credential (``password``, ``token``, ``key``, ``secret``, ``sig``, ``auth``...), for a
+    record store URL whose ``sslmode=`` people need to see."""
+    text = redact_text(url, secrets_in(url))
+    text, hashed, fragment = text.partition("#")
+    head, asked, query = text.partition("?")
+    if asked:
+        pieces = re.split(r"([&;])", query)
+        for i in range(0, len(pieces), 2):
+            key, eq, value = pieces[i].partition("=")
+            if not value and not eq:
+                # a bare word: a token on its own unless it is plainly a flag name
+                secret = every_value or bool(_SECRET_NAME.search(key))
+                pieces[i] = MASK if key and secret else key
+            elif value and (every_value or _SECRET_NAME.search(key)):
+                pieces[i] = f"{key}={MASK}"
+        head += "?" + "".join(pieces)
+    if hashed:
+        head += "#" + (MASK if fragment and every_value else fragment)
+    return head
+
+
+def redact_words(words: Iterable[str]) -> list[str]:
+    """A command line as it may be shown: header values (``-H 'Authorization: Bearer x'``,
+    ``--header=...``) masked, URLs as :func:`redact_url` shows them, and the value of a
+    ``--token=x`` / ``API_KEY=x`` word whose name says it is a credential."""
+    shown: list[str] = []
+    header_next = False
+    for word in words:
+        if header_next or (word.startswith(("--header=", "-H")) and word not in _HEADER_FLAGS):
+            flag = ""
+            if not header_next:
+                flag = "--header=" if word.startswith("--header=") else "-H"
+                word = word[len(flag) :]
+            found = _HEADER.match(word)
+            word = f"{flag}{found['name']} {MASK}" if found else f"{flag}{MASK}"
+        elif "://" in word:
+            word = redact_url(word)
+        else:
+            name, eq, value = word.partition("=")
+            if eq and value and _SECRET_NAME.search(name):
+                word = f"{name}={MASK}"
+        header_next = word in _HEADER_FLAGS
+        shown.append(word)
+    return shown
