@@ -6,12 +6,11 @@ the tests that name their fault, and only those.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from datetime import UTC, datetime
 from typing import ClassVar
 
 from dispatch import (
-    Capability,
     Cause,
     CauseKind,
     Declarations,
@@ -22,7 +21,8 @@ from dispatch import (
     Unreachable,
     hookimpl,
 )
-from dispatch.model.errors import BadInput, NotAllowed
+from dispatch.model.errors import NotAllowed
+from dispatch_testing.kit.harness import MULTI_NODE_SCENARIOS, Scenario
 from dispatch_testing.simulated.backend import CONTRACT, SimulatedBackend
 from dispatch_testing.simulated.harness import SimulatedHarness
 from dispatch_testing.simulated.scheduler import ExecRow, SchedulerDown, SimScheduler
@@ -154,25 +154,6 @@ class NodeRankBackend(SimulatedBackend):
     contract: ClassVar[dict[str, str]] = {**CONTRACT, "RANK": "${SIM_NODEID}"}
 
 
-class BadInputRefusalBackend(SimulatedBackend):
-    """Has no GPUs and refuses them with BadInput, an error the core retries for ever."""
-
-    default_name = "refuses-with-bad-input"
-
-    @hookimpl
-    def dispatch_declare(self) -> Declarations:
-        declared = super().dispatch_declare()
-        return declared.model_copy(
-            update={"capabilities": declared.capabilities - {Capability.GPUS}}
-        )
-
-    @hookimpl
-    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
-        if spec.resources.gpus_per_node:
-            raise BadInput(f"{self.name} cannot do: gpus")
-        return super().dispatch_submit(job_id, submission, spec, gated)
-
-
 class MixedLogsBackend(SimulatedBackend):
     """Serves what every submission of the job printed, whichever one was asked for."""
 
@@ -228,9 +209,57 @@ ShellScriptHarness = _harness(ShellScriptBackend)
 IgnoresExclusionHarness = _harness(IgnoresExclusionBackend)
 LastRankHarness = _harness(LastRankBackend)
 NodeRankHarness = _harness(NodeRankBackend)
-BadInputRefusalHarness = _harness(BadInputRefusalBackend)
 MixedLogsHarness = _harness(MixedLogsBackend)
 UnlistedHarness = _harness(UnlistedBackend)
+
+
+class OldHooksBackend:
+    """Not broken: an adapter written against last month's hook set and docs (declare,
+    discover, submit, stop; capabilities: none), before ``exclude_nodes`` existed. Its
+    submit hands the scheduler the spec as it comes and checks for nothing it does not
+    declare (nodes, GPUs, a time limit, ``exclude_nodes``, ``gated``): the core refuses
+    such a job before any hook is called, so the adapter is never asked."""
+
+    def __init__(self, scheduler: SimScheduler | None = None, name: str = "old-hooks") -> None:
+        self.name = name
+        self.scheduler = scheduler or SimScheduler()
+        self._mapping = SimulatedBackend(scheduler, name=name)  # discovery and stop only
+
+    @hookimpl
+    def dispatch_declare(self) -> Declarations:
+        simulated = self._mapping.dispatch_declare()
+        return Declarations(
+            name=self.name,
+            node_loss_window=simulated.node_loss_window,
+            pending_windows=simulated.pending_windows,
+            reports=simulated.reports,
+        )
+
+    @hookimpl
+    def dispatch_discover(self, job_ids: Sequence[str]) -> Discovery:
+        return self._mapping.dispatch_discover(job_ids)
+
+    @hookimpl
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        tags = {SimScheduler.TAG_JOB: job_id, SimScheduler.TAG_SUBMISSION: str(submission)}
+        try:
+            return self.scheduler.submit(tags, spec)
+        except SchedulerDown as exc:
+            raise Unreachable(str(exc)) from exc
+
+    @hookimpl
+    def dispatch_stop(self, object_id: str, cause: Cause) -> None:
+        self._mapping.dispatch_stop(object_id, cause)
+
+
+class OldHooksHarness(SimulatedHarness):
+    def plugin(self) -> object:
+        return OldHooksBackend(self.scheduler, name=self.name)
+
+    def scenarios(self) -> Set[Scenario]:
+        # no multi-node capability and no native actions declared
+        return frozenset(Scenario) - MULTI_NODE_SCENARIOS - {Scenario.NATIVE_RECOVERY}
+
 
 #: entry-point name -> (backend class, harness class)
 BROKEN = {
@@ -243,7 +272,7 @@ BROKEN = {
     "ignores-exclude-nodes": ("IgnoresExclusionBackend", "IgnoresExclusionHarness"),
     "blames-the-last-rank": ("LastRankBackend", "LastRankHarness"),
     "rank-per-node": ("NodeRankBackend", "NodeRankHarness"),
-    "refuses-with-bad-input": ("BadInputRefusalBackend", "BadInputRefusalHarness"),
     "mixes-submissions-logs": ("MixedLogsBackend", "MixedLogsHarness"),
     "lists-nothing": ("UnlistedBackend", "UnlistedHarness"),
+    "old-hooks": ("OldHooksBackend", "OldHooksHarness"),
 }

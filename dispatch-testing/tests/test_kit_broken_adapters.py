@@ -147,13 +147,6 @@ def test_kit_passes_the_simulated_backend(pytester: pytest.Pytester) -> None:
             id="breaks-the-launch-contract",
         ),
         pytest.param(
-            "refuses-with-bad-input",
-            "BadInputRefusalBackend",
-            "BadInputRefusalHarness",
-            {"test_capability[gpus-refused]"},
-            id="refuses-with-bad-input",
-        ),
-        pytest.param(
             "mixes-submissions-logs",
             "MixedLogsBackend",
             "MixedLogsHarness",
@@ -171,6 +164,23 @@ def test_kit_fails_a_broken_adapter_on_the_right_tests(
     assert failed_tests(result) == expected, result.stdout.str()[-3000:]
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] >= 20 and "error" not in outcomes, outcomes
+
+
+def test_kit_passes_an_adapter_written_against_the_old_hook_set(
+    pytester: pytest.Pytester,
+) -> None:
+    """S-28, S-30, S-36: an adapter from before ``exclude_nodes`` (capabilities: none,
+    the four required hooks, a submit that checks for nothing it does not declare)
+    passes the whole kit: each undeclared capability is refused by the core, never handed
+    to the adapter, so a capability added later changes no verdict."""
+    result = run_kit(pytester, "old-hooks", "OldHooksBackend", "OldHooksHarness")
+    assert failed_tests(result) == set(), result.stdout.str()[-3000:]
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] >= 20 and "error" not in outcomes, outcomes
+    passed, _, _ = result.reprec.listoutcomes()  # type: ignore[attr-defined]
+    names = {report.nodeid.split("::")[-1] for report in passed}
+    refused = {f"test_capability[{c}-refused]" for c in ("exclude-nodes", "gpus", "gating")}
+    assert refused <= names, sorted(names)
 
 
 def test_kit_failure_says_what_was_misclassified(pytester: pytest.Pytester) -> None:
@@ -211,12 +221,6 @@ def test_kit_reports_unreachable_swallowed_into_an_answer(pytester: pytest.Pytes
             "NodeRankBackend",
             "NodeRankHarness",
             "*rank 1's task says RANK=0*",
-        ),
-        (
-            "refuses-with-bad-input",
-            "BadInputRefusalBackend",
-            "BadInputRefusalHarness",
-            "*undeclared capability 'gpus' raised BadInput*; the hook spec names SubmitRefused*",
         ),
         (
             "mixes-submissions-logs",

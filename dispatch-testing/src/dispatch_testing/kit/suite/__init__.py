@@ -13,15 +13,16 @@ Two ways to run it against a backend:
           harness_class = MySchedHarness
 
 Tests state the capability or scenario they need, never a backend's name. A capability the
-backend declares is tested; one it does not declare is tested to be refused cleanly (a
-``DispatchError`` at submit, nothing created). A scenario is parametrised in when the
+backend declares is tested; a job asking for one it does not declare is submitted through
+the core, which must refuse it before any hook is called (``refusals``): the adapter is
+never handed what it did not declare. A scenario is parametrised in when the
 declarations make it required (:func:`dispatch_testing.kit.harness.required_scenarios`) or
 the harness claims it. Overriding a test is allowed only as a strict xfail with a reason.
 
 One module per area, each a class of tests that :class:`BackendConformance` combines:
 ``declarations``, ``discovery`` (submit and tagging, many jobs, round trips),
-``capabilities`` (with ``logs``, ``launch_contract``, ``exclusion`` and the gate in
-``stop``), ``dry_run``, ``stop``, ``unreachable``, ``endings`` (each scenario's cause),
+``capabilities`` (with ``refusals``, ``logs``, ``launch_contract``, ``exclusion`` and
+the gate in ``stop``), ``dry_run``, ``stop``, ``unreachable``, ``endings`` (each scenario's cause),
 ``scripts`` and ``supervised`` (the core supervisor end to end).
 """
 
