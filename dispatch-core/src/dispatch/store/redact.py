@@ -1,4 +1,4 @@
-"""Credentials out of every message (S-51, issue 15.7).
+"""Credentials out of every message (S-51).
 
 A record store URL may carry a password in three places (``user:password@host``, a
 ``?password=`` query parameter, a libpq ``password=`` keyword), and a driver may quote the
