@@ -1,6 +1,6 @@
 """The emulator's promises, written once and run against the emulator here and against
 the real control plane in ``test_kubeflow_live_promises.py`` (DISPATCH_KUBE_LIVE=1):
-where the two disagree the emulator is wrong (issue 11; the divergences are listed in
+where the two disagree the emulator is wrong (the divergences are listed in
 dispatch-kubeflow-testing/README.md).
 
 Every promise creates its TrainJob (and, where it needs one, a TrainingRuntime) through

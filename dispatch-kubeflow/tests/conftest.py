@@ -49,7 +49,7 @@ def backend(make_backend: Callable[..., KubeflowBackend]) -> KubeflowBackend:
 
 #: The live tier on a real control plane (test_kubeflow_live_*.py) builds Kubernetes, JobSet
 #: and the Trainer from Go modules (25-40 min cold) and 7 of its 18 tests fail today on
-#: divergences between the real controllers and the adapter (issue 11, listed in
+#: divergences between the real controllers and the adapter (listed in
 #: dispatch-kubeflow-testing/scripts/kube/README.md). It runs when asked, never silently:
 #: DISPATCH_KUBE_LIVE=1 pytest dispatch-kubeflow/tests -k live  (or tox -e kubeflow-live).
 LIVE = os.environ.get("DISPATCH_KUBE_LIVE") == "1"

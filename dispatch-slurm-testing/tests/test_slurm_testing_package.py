@@ -1,4 +1,4 @@
-"""The test infrastructure lives here, not in the product wheel (issue 9)."""
+"""The test infrastructure lives here, not in the product wheel."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every Slurm parser on mutated real answers: a value or the documented error, never an
-undocumented exception, a hang or a memory blow-up (S-4, S-36; issue 15 item 10).
+undocumented exception, a hang or a memory blow-up (S-4, S-36).
 
 The seeds are what a real Slurm 22.05 printed (``data/recorded/``, ``data/multinode/``);
 hypothesis mutates one field, splices arbitrary text into a line, or cuts it. Time per
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from dispatch import BadInput, Cause, CauseKind, Provenance
 from dispatch_slurm.attribute import attribute, attribution_queries, parse_attribution
+from dispatch import LogSelection
 from dispatch_slurm.logs import read_logs
 from dispatch_slurm.observe import build_objects
 from dispatch_slurm.parse import (
@@ -207,4 +208,4 @@ def test_a_damaged_log_layout_is_read_or_refused_clearly_S46(
 ) -> None:
     directory = tmp_path_factory.mktemp("logs")
     (directory / "layout").write_text(layout)
-    _bounded(lambda: b"".join(read_logs(directory, "stdout", node, rank, 0)))
+    _bounded(lambda: b"".join(read_logs(directory, LogSelection(node=node, rank=rank))))

@@ -1,4 +1,4 @@
-"""Offline: discovery reads an ended object's ``warnings`` file once (S-45, issue 14),
+"""Offline: discovery reads an ended object's ``warnings`` file once (S-45),
 a running object's at every discovery."""
 
 from __future__ import annotations

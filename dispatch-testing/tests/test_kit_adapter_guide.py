@@ -1,6 +1,6 @@
 """The adapter guide's table (dispatch-core/docs/adapters.md) is true: each row's example
 object decodes as an ObjectView, shows the phase, kind and provenance its row says, and
-passes every check the kit makes of a discovery (issue 16 item 2)."""
+passes every check the kit makes of a discovery."""
 
 from __future__ import annotations
 

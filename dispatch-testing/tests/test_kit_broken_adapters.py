@@ -239,7 +239,7 @@ def test_kit_failure_names_the_fault(
 
 
 def test_kit_fails_a_discovery_that_lists_nothing_fast(pytester: pytest.Pytester) -> None:
-    """S-30, S-34 (issue 16 item 6): an adapter whose discovery never lists what it just
+    """S-30, S-34: an adapter whose discovery never lists what it just
     submitted fails each test after Harness.listing_grace (10 s of the harness's time),
     never after the 600 s timeout meant for slow schedulers."""
     result = run_kit(pytester, "lists-nothing", "UnlistedBackend", "UnlistedHarness")

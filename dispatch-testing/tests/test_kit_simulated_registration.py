@@ -1,4 +1,4 @@
-"""A plain install of dispatch-testing adds no production backend (issue 9): the simulated
+"""A plain install of dispatch-testing adds no production backend: the simulated
 backend's entry point exists only while a test registers it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``dispatch backends`` as text: each backend's own declarations (issue 9: a stale loop
+"""``dispatch backends`` as text: each backend's own declarations (a stale loop
 variable printed the last backend's windows for every backend)."""
 
 from __future__ import annotations

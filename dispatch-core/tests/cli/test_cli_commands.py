@@ -120,7 +120,7 @@ def test_hold_exits_6_then_give_up_fails_with_the_ending_cause_S14(sh: Shell) ->
 
 
 def test_give_up_a_job_shown_held_not_yet_committed_S14(sh: Shell) -> None:
-    """issue 9: status said `held (not yet committed)` while give-up said "not held"."""
+    """A regression: status said `held (not yet committed)` while give-up said "not held"."""
     policy = sh.write("p.toml", HOLD_ON_EXIT)
     job = sh.run("submit", "--policy", str(policy), "--", "sh", "-c", "exit 4").stdout.strip()
     sh.run("supervise", "--once")  # submitted; nobody commits its ending

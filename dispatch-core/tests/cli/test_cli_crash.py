@@ -1,4 +1,4 @@
-"""Crash injection (S-34, issue 15.2): the supervisor, a real process on the local backend,
+"""Crash injection (S-34): the supervisor, a real process on the local backend,
 is SIGKILLed at each step of a submission and of a recovery (the supervisor's own steps
 and every step inside the local backend's submit), then another one picks up the pieces.
 

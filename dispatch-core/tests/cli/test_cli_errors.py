@@ -1,6 +1,6 @@
 """The one error boundary: every error type a user can meet reaches them as a message and
-the documented exit code, never a traceback (issue 9: "a test feeds each error type
-through the CLI")."""
+the documented exit code, never a traceback: each error type is fed
+through the CLI."""
 
 from __future__ import annotations
 

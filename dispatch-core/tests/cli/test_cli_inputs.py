@@ -1,5 +1,5 @@
 """Bad input on the command line: a clear error naming what and where, exit 2, nothing
-recorded, never a traceback and never a hang (S-36, issue 15.9)."""
+recorded, never a traceback and never a hang (S-36)."""
 
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ class RacingStore(SQLiteStore):
 def test_a_request_racing_another_writer_is_read_and_made_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """issue 15.11: a cancel racing the supervisor exited 4 (record conflict)."""
+    """A regression: a cancel racing the supervisor exited 4 (record conflict)."""
     monkeypatch.setenv("DISPATCH_LOCAL_DIR", str(tmp_path / "local"))
     store = RacingStore(tmp_path / "record.db")
     client = Client(store)

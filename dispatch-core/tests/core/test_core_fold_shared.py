@@ -1,4 +1,4 @@
-"""What a fold shares between jobs stays safe to share (issue 14, S-20).
+"""What a fold shares between jobs stays safe to share (S-20).
 
 A fold hands every job of a sweep the same fields-set per model class, the same empty
 ``stopped`` and the same equal transitions, so 50,000 jobs do not hold 50,000 copies. These

@@ -1,4 +1,4 @@
-"""Garbage collection of the local state directory (issue 15.12): what a killed submit
+"""Garbage collection of the local state directory: what a killed submit
 leaves (drafts, temporary files, never-indexed objects) and ended objects past their
 retention are removed; nothing alive, nothing recent and no active job's object is."""
 

@@ -1,4 +1,4 @@
-"""What a local job sees (S-44, S-41 for one node, issue 15.6): dispatch's variables and
+"""What a local job sees (S-44, S-41 for one node): dispatch's variables and
 the one-node torch.distributed contract, the submitter's environment kept 0600, and never
 dispatch's own configuration."""
 

@@ -2,7 +2,7 @@
 adapter, and dispatch-core + dispatch-slurm without the Kubernetes client. Real wheels,
 real clean virtual environments; dependencies come from the package index.
 
-The product wheels (core and the two adapters) carry no test infrastructure (issue 9): the
+The product wheels (core and the two adapters) carry no test infrastructure: the
 emulator, the kit harnesses, the scenario drivers and the crash hook live in the test
 distributions, and installing the kit adds no production backend."""
 

@@ -1,5 +1,5 @@
 """The job gets its submitter's environment, whichever supervisor runs it, and never
-dispatch's own configuration (S-44, issue 15.6): real CLI processes."""
+dispatch's own configuration (S-44): real CLI processes."""
 
 from __future__ import annotations
 

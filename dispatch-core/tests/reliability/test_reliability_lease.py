@@ -1,5 +1,5 @@
 """A tick that outlasts its lease does no side effect another supervisor may be doing too
-(S-49, S-34, S-35, issue 15.1): two real supervisor processes on one SQLite record and
+(S-49, S-34, S-35): two real supervisor processes on one SQLite record and
 the local backend, the first one slowed down by stops that wait out a grace."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Two people resubmitting one held job at once (issue 15.11): real processes on one
+"""Two people resubmitting one held job at once: real processes on one
 SQLite record race their requests; exactly one resolves the hold, the other is told, in
 words naming the hold, and resolves nothing else."""
 

@@ -1,4 +1,4 @@
-"""``dispatch supervise --once`` and an unreachable backend (issue 16.5, S-5): the tick
+"""``dispatch supervise --once`` and an unreachable backend (S-5): the tick
 does what it can, reports the backend, and exits 3 (docs/cli.md: "the scheduler could not
 be reached; retry later"), so a cron job or a script sees it; a tick that reached every
 backend exits 0."""

@@ -1,5 +1,5 @@
 """A deleted object directory or a dead runner never leaves a command running unwatched
-(issue 15.3, S-28): real supervisor and CLI processes on the local backend."""
+(S-28): real supervisor and CLI processes on the local backend."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The store's row codec decodes exactly as strictly as ``decode_event`` (S-6, issue 14).
+"""The store's row codec decodes exactly as strictly as ``decode_event`` (S-6).
 
 The codec reuses a tail it validated before, so every test first lets it see a valid row
 with the same tail, then hands it a row that differs only where the danger is: in the head

@@ -1,4 +1,4 @@
-"""The supervisor's scale measures change nothing it decides (issue 14, S-35), on both stores.
+"""The supervisor's scale measures change nothing it decides (S-35), on both stores.
 
 A fresh lease is not written again each tick, one running short is; a feed read page by
 page folds the same jobs as one read whole.

@@ -1,4 +1,4 @@
-"""The local backend's state directory (S-51, issue 15.5-6): files holding a job's
+"""The local backend's state directory (S-51): files holding a job's
 environment are the owner's alone, and no symlink or other user's directory is written
 through."""
 

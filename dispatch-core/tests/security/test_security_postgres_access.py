@@ -1,4 +1,4 @@
-"""Access control on a shared PostgreSQL record (S-51, issue 15.8), with real roles.
+"""Access control on a shared PostgreSQL record (S-51), with real roles.
 
 The model (docs/record.md): the database role is the identity; a job belongs to the role
 that created it; only that role and members of ``dispatch_operator`` (supervisors) see or

@@ -1,4 +1,4 @@
-"""The PostgreSQL password is never printed (S-51, issue 15.7): not in a refused URL, not in
+"""The PostgreSQL password is never printed (S-51): not in a refused URL, not in
 a driver's error that quotes the URL, not in a chained traceback, not from the CLI."""
 
 from __future__ import annotations

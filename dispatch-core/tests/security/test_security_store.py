@@ -1,4 +1,4 @@
-"""The SQLite record's directory and file (S-51, issue 15.5, 15.9): never another user's,
+"""The SQLite record's directory and file (S-51): never another user's,
 never through a symlink, never a foreign file; a read-only record can still be read."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The row codec remembers a tail naming a scheduler object without the object's id
-(issue 14), and decodes exactly as strictly as ``decode_event`` all the same (S-6).
+(ids never repeat, so a cold start decodes each once), and decodes exactly as strictly as
+``decode_event`` all the same (S-6).
 
 Each test first lets the codec see valid rows of the shape, so that a later row differing
 only where the danger is would be served from the cache if the codec were too trusting.

@@ -1,4 +1,4 @@
-"""One undecodable row quarantines its job only (S-48, issue 15.4), on both stores.
+"""One undecodable row quarantines its job only (S-48), on both stores.
 
 Bad rows are planted with the driver (raw SQL), as a newer build or a damaged disk would
 leave them; the store must go on serving every other job, name the bad one with job, seq
@@ -186,7 +186,7 @@ def test_a_bad_created_at_in_sqlite_quarantines_that_job_in_the_list_S48(tmp_pat
         assert listed["job-b"].quarantined is None
 
 
-# --- per-job reads read one job only (issue 14) ----------------------------------------
+# --- per-job reads read one job only -----------------------------------------------------
 
 
 def test_feed_of_one_job_never_meets_another_jobs_bad_row_S48(harness, store, ev):

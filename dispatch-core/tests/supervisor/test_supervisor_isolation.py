@@ -1,6 +1,6 @@
 """One backend's failure never stops another backend's jobs or another job's effects, and
-the error names the backend and the hook (S-50, issue 9 "one error boundary per
-backend"). Two simulated schedulers in one tick, one of them raising what no hook spec
+the error names the backend and the hook (S-50: one error boundary per
+backend). Two simulated schedulers in one tick, one of them raising what no hook spec
 documents."""
 
 from __future__ import annotations

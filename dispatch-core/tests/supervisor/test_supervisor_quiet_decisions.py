@@ -1,5 +1,5 @@
 """A supervisor that skips deciding quiet jobs does exactly what one deciding every job
-every tick does (S-22, issue 14).
+every tick does (S-22).
 
 The differential test runs two identical worlds (a simulated scheduler with few nodes, a
 SQLite record, one supervisor), one with ``reuse_decisions`` and one without, through the

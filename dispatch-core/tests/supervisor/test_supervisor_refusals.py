@@ -1,4 +1,4 @@
-"""A job its backend cannot run never sits pending for ever (issue 16.1): what the
+"""A job its backend cannot run never sits pending for ever: what the
 declarations refuse is refused before anything is recorded, and any submit error but
 ``Unreachable`` becomes a recorded, visible failed submission in the backend's words."""
 

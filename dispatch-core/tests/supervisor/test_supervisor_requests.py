@@ -1,4 +1,4 @@
-"""Requests are idempotent and survive a racing supervisor (issue 15.11): a resubmit or
+"""Requests are idempotent and survive a racing supervisor: a resubmit or
 give-up names the hold it resolves, so a late one resolves nothing else; a request whose
 append meets a supervisor's is made again on the new record instead of failing."""
 
