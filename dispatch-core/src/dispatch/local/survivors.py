@@ -7,6 +7,11 @@ directory's path in their argv. Discovery reports such an object running while a
 them lives, and a stop kills them, so no replacement ever runs beside a command nobody
 watches. Reading every process's ``/proc`` entry costs one pass over the process table,
 paid only when a job's index names an object whose directory is gone.
+
+A process that is exiting loses its memory (so its ``environ`` and ``cmdline`` read empty)
+before it becomes a zombie: a scan stops finding it while ``/proc/<pid>/stat`` still says it
+runs. So a stop waits on the processes it signalled, by :func:`~dispatch.local.processes.gone`
+(an exited process, zombie or reaped, is gone), not on the scan coming back empty.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from dispatch.local.processes import gone, identify
+from dispatch.local.records import ProcessIdentity
 
 _PROC = Path("/proc")
 _RUNNER = b"dispatch.local.runner"
@@ -75,6 +83,7 @@ def stop(objects: Path, object_id: str, grace: float) -> str:
     first = scan(objects).get(object_id, Survivors())
     if not first:
         return "no process of it was left"
+    signalled = _identities([*first.commands, *first.runners])
     groups = set()
     for pid in first.commands:
         try:
@@ -90,17 +99,31 @@ def stop(objects: Path, object_id: str, grace: float) -> str:
         time.sleep(0.05)
         left = scan(objects).get(object_id, Survivors())
     killed = bool(left.commands)
+    known = {process.pid for process in signalled}
+    signalled += _identities([p for p in (*left.commands, *left.runners) if p not in known])
     for pid in left.commands:
         _signal(pid, signal.SIGKILL)
     for pid in [*first.runners, *left.runners]:
         _signal(pid, signal.SIGKILL)
     deadline = time.monotonic() + KILL_WAIT
-    while scan(objects).get(object_id) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and any(gone(p) is None for p in signalled):
         time.sleep(0.05)  # a SIGKILL is delivered, not done, when kill() returns
     sent = f"sent SIGTERM to {first.words()}"
     if killed:
         sent += f", then SIGKILL after a grace of {grace:g}s"
     return sent
+
+
+def _identities(pids: list[int]) -> list[ProcessIdentity]:
+    """The lifelong identities of ``pids`` (those that still exist), so a wait on them is
+    never fooled by a pid that was reused meanwhile."""
+    found = []
+    for pid in pids:
+        try:
+            found.append(identify(pid))
+        except ProcessLookupError:
+            pass
+    return found
 
 
 def _signal(target: int, number: int, *, group: bool = False) -> None:
