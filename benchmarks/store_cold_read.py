@@ -1,11 +1,11 @@
 """A cold start's record side, on SQLite and PostgreSQL side by side: read the whole feed
 page by page, decode it and fold every job, as a supervisor that just started does.
 
-Issue 14 targets the whole cold start (read, fold, first decision) at <= 2 s over 10,000
-jobs and <= 10 s over 50,000; this measures the read-and-fold part alone (the first
-discovery and decision are the supervisor's, ``supervisor_tick.py``), and splits it into
-the SQL fetch, the decode and the fold. Memory: what the folded jobs hold, per job
-(resident set after the read less before it), and the peak over the read.
+The README's scale targets put the whole cold start (read, fold, first decision) at
+<= 2 s over 10,000 jobs and <= 10 s over 50,000; this measures the read-and-fold part
+alone (the first discovery and decision are the supervisor's, ``supervisor_tick.py``),
+and splits it into the SQL fetch, the decode and the fold. Memory: what the folded jobs
+hold, per job (resident set after the read less before it), and the peak over the read.
 
 Jobs have 21 events as in ``supervisor_tick.py`` (created; 7 submissions requested and
 created, with a scheduler object id each; 6 recoveries). The codec's and fold's caches

@@ -1,4 +1,5 @@
-"""The seed's situations, end to end through fold/decide/project on the pure bench."""
+"""A training job's typical situations, end to end through fold/decide/project on the
+pure bench."""
 
 from __future__ import annotations
 
