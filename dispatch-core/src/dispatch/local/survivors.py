@@ -1,4 +1,4 @@
-"""Finding an object's processes by what survives its object directory (issue 15.3).
+"""Finding an object's processes by what survives its object directory.
 
 A deleted object directory takes with it every file that names the object's processes,
 but not the processes: the command (and whatever it started) still carries
