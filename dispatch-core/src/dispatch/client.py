@@ -458,7 +458,7 @@ class Client:
 
         check_text(job_id, "job id")
         for attempt in range(1, REQUEST_ATTEMPTS + 1):
-            # A supervisor may append between our read and our append (issue 15.11): read
+            # A supervisor may append between our read and our append: read
             # again and ask again; a request the new record refuses is refused in its words.
             job = load_job(self.store, job_id)
             try:

@@ -206,7 +206,7 @@ class JobHandle:
 def _pinned(make: Callable[[Job, int | None], list[Any]]) -> Callable[[Job], list[Any]]:
     """The request made against the hold the first read showed, on every retry: when a
     retry finds that hold resolved by someone else, it is refused, never applied to the
-    job's next hold (issue 15.11)."""
+    job's next hold."""
     from dispatch.core.interventions import current_hold
 
     seen: list[int | None] = []

@@ -243,7 +243,7 @@ class LocalBackend:
             cwd=cwd,
             stop_grace=self.stop_grace,
         )
-        # Each step leaves something recoverable (issue 15.2): a draft or an object nobody
+        # Each step leaves something recoverable: a draft or an object nobody
         # indexed is invisible (a new submit replaces it, garbage collection removes it);
         # its runner, started before the index entry, waits for that entry and ends the
         # object unrun if it never comes; once indexed, the object is found and its runner

@@ -1,4 +1,4 @@
-"""What a local job's command sees in its environment (S-44, S-41 for N=1, issue 15.6).
+"""What a local job's command sees in its environment (S-44, S-41 for N=1).
 
 Decided:
 
