@@ -1,6 +1,6 @@
 """Every Kubeflow parser on mutated captured answers: a value, ``unknown`` with the raw
 text, or the documented error; never an undocumented exception, a hang or a memory
-blow-up (S-4, S-36; issue 15 item 10).
+blow-up (S-4, S-36).
 
 The seeds are the listings the backend read over HTTP from the emulated cluster in
 several states (running, a failed rank, a lost node, a JobSet restart, a Kueue queue);

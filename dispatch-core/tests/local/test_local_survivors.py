@@ -1,5 +1,5 @@
 """An object whose directory was deleted is still found by what survives it: its
-processes (issue 15.3, S-28: never two live executions of one job)."""
+processes (S-28: never two live executions of one job)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hooks a backend needs only with a capability (issue 16 item 4, S-30): a backend without
+"""Hooks a backend needs only with a capability (S-30): a backend without
 ``gating`` may leave out ``dispatch_open_gate``; one declaring ``gating`` (or ``logs``)
 without its hook is refused at load time with words that name both."""
 
