@@ -203,7 +203,7 @@ def test_api_error_bodies_give_words_S36(body: str, status: int) -> None:
     assert isinstance(_bounded(lambda: server_message(exc)), str)
 
 
-# -- the inputs issue 15 named, pinned ---------------------------------------------------
+# -- the inputs that broke parsers before, pinned ---------------------------------------
 
 
 @pytest.mark.parametrize("value", ["garbage", "2026-05-01T10:00:00", "2026-05-01 10:00"])
