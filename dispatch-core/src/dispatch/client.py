@@ -314,7 +314,7 @@ class Client:
         checkpoint_dir: str | os.PathLike[str] | None = None,
         progress_window: Any = None,
     ) -> JobHandle:
-        """Record a new job; a supervisor (or :meth:`JobHandle.wait`) submits it.
+        """Record a new job and submit it now; a supervisor recovers it (:meth:`start`).
 
         :param command: argv (never a shell string), or give ``script``/``script_file``.
         :param policy: a :class:`dispatch.RecoveryPolicy` or a policy file's path.
@@ -352,7 +352,8 @@ class Client:
     def submit_spec(
         self, spec: JobSpec, *, backend: str | None = None, policy: PolicyArg = None
     ) -> JobHandle:
-        """Record a job from a ready :class:`dispatch.JobSpec` (see :meth:`spec`)."""
+        """Record a job from a ready :class:`dispatch.JobSpec` (see :meth:`spec`) and make
+        its first submission now (see :meth:`start`)."""
         from dispatch.job_records import create_job
 
         backend_name, plan = self._prepare(backend, policy, spec)
@@ -364,7 +365,22 @@ class Client:
             policy=plan.policy,
             actor=self.actor,
         )
+        self.start(job_id)
         return JobHandle(self, job_id)
+
+    def start(self, job_id: str) -> TickReport:
+        """One supervisor tick on this job alone: a new job's first submission goes to the
+        scheduler now, through the same intent-then-effect path a supervisor takes (the
+        intent is recorded before the scheduler is asked, so a crash in between leaves a
+        submission the next tick adopts by its tag, never a second object). Only recovery
+        needs a supervisor running. A job another supervisor holds is left to it; with
+        the scheduler unreachable the job stays recorded and any supervisor submits it
+        (the report says so)."""
+        supervisor = self.supervisor([job_id])
+        try:
+            return supervisor.tick()
+        finally:
+            supervisor.release()
 
     def dry_run(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,7 @@ import click
 from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx, seconds_option
 
 if TYPE_CHECKING:
-    from dispatch.client import JobHandle
+    from dispatch.client import Client, JobHandle
     from dispatch.core.status import Status
 
 _COUNT = click.IntRange(min=1, max=1_000_000)
@@ -160,17 +161,53 @@ def submit(
             err=True,
         )
     handle = client.submit_spec(spec, backend=bound.declarations.name, policy=bound.policy)
+    sent = first_submission(client, handle.job_id)
     if not wait:
         if as_json:
             emit_json(
-                {"job_id": handle.job_id, "uncovered": sorted(k.value for k in bound.uncovered)}
+                {
+                    "job_id": handle.job_id,
+                    "object_id": sent.object_id,
+                    "submitted": sent.line,
+                    "uncovered": sorted(k.value for k in bound.uncovered),
+                }
             )
         else:
             click.echo(handle.job_id)
+            click.echo(sent.line, err=True)
         return
     if not as_json:
         click.echo(handle.job_id)
+        click.echo(sent.line, err=True)
     follow(handle, interval, as_json)
+
+
+@dataclass(frozen=True)
+class FirstSubmission:
+    object_id: str | None
+    line: str
+
+
+def first_submission(client: Client, job_id: str) -> FirstSubmission:
+    """What became of the submission made at submit, from the record: the scheduler's id,
+    its refusal, or why it waits for a supervisor (so a person is never left guessing)."""
+    from dispatch.job_records import load_job
+
+    job = load_job(client.store, job_id)
+    current = job.current
+    if current is not None and current.object_id is not None:
+        return FirstSubmission(
+            current.object_id, f"submitted to {job.backend} as {current.object_id}"
+        )
+    if current is not None and current.failed is not None:
+        return FirstSubmission(None, f"{job.backend} refused it: {current.failed.detail}")
+    return FirstSubmission(
+        None,
+        f"recorded, not yet sent to {job.backend} (the scheduler could not be asked now, "
+        f"or another supervisor holds the job): `dispatch supervise` submits it",
+    )
+
+
 
 
 def show_dry_run(dry: Any) -> None:
