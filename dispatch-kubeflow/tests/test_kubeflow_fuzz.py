@@ -42,7 +42,7 @@ FUZZ = settings(
 KINDS = ("trainjobs", "jobsets", "jobs", "pods", "nodes", "workloads")
 JOB = "job-f"
 
-#: values that broke parsers before (issue 15 item 10) and their relatives
+#: values that broke parsers before, and their relatives
 NASTY = st.sampled_from(
     [
         "garbage", "2026-05-01T10:00:00", "2026-13-45T99:99:99Z", "-1", "²", "１", "",
