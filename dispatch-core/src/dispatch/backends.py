@@ -176,7 +176,7 @@ _HOOKS = (
     "dispatch_submit",
     "dispatch_stop",
 )
-#: hooks a backend needs only when it declares the capability (issue 16 item 4)
+#: hooks a backend needs only when it declares the capability
 _HOOKS_FOR = {Capability.GATING: "dispatch_open_gate", Capability.LOGS: "dispatch_logs"}
 
 
