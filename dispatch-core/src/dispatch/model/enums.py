@@ -1,6 +1,6 @@
 """Every closed vocabulary of dispatch, in one place.
 
-Each enum encodes as its SPEC name (hyphenated) and decodes strictly (S-6): a name this
+Each enum encodes as its documented name (hyphenated) and decodes strictly (S-6): a name this
 build does not know is refused by the models that hold it, never mapped to a neighbour.
 """
 
