@@ -95,11 +95,11 @@ pass_ctx = click.make_pass_decorator(Context)
 class UsageProblem(click.UsageError):
     """A usage error (an unknown option, a missing argument, a value out of range) shown
     as every other error is: one ``dispatch: ...`` line with advice, exit 2, and with
-    ``--json`` the error object on stdout (docs/cli.md)."""
+    ``--json`` the error object on stdout (docs/cli.md), of type ``UsageError`` whichever
+    of click's classes it was."""
 
     def __init__(self, cause: click.UsageError, as_json: bool) -> None:
         super().__init__(cause.format_message(), ctx=cause.ctx)
-        self.kind = type(cause).__name__
         self.as_json = as_json
 
     def show(self, file: Any = None) -> None:
@@ -110,7 +110,9 @@ class UsageProblem(click.UsageError):
         if self.ctx is not None:
             text += f" (see `{self.ctx.command_path} --help`)"
         if self.as_json:
-            emit_json({"error": {"type": self.kind, "message": text, "exit_code": self.exit_code}})
+            emit_json(
+                {"error": {"type": "UsageError", "message": text, "exit_code": self.exit_code}}
+            )
         click.echo(f"dispatch: {escaped(text)}", err=True)
 
 
