@@ -6,32 +6,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+from docs.doc_files import ROOT, project_files
+
 PAGE = ROOT / "dispatch-core" / "docs" / "requirements.md"
-#: files that can cite a requirement: source, docs, scripts, configuration
-SUFFIXES = {".py", ".md", ".sh", ".toml", ".ini", ".yaml", ".yml", ".txt", ".cfg", ".rst"}
-#: generated or installed trees, never the project's own text
-SKIP_DIRS = {"__pycache__", "build", "dist", "node_modules"}
 
 CITED = re.compile(r"\bS-(\d+)\b")
 IN_TEST_NAME = re.compile(r"\bdef test_\w*?_S(\d+)\b")
 DEFINED = re.compile(r"^### S-(\d+)$", re.MULTILINE)
-
-
-def project_files() -> Iterator[Path]:
-    for top, dirs, files in os.walk(ROOT):
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if not d.startswith(".") and d not in SKIP_DIRS and not d.endswith(".egg-info")
-        )
-        for name in sorted(files):
-            path = Path(top) / name
-            if path.suffix in SUFFIXES:
-                yield path
 
 
 def cited_ids(text: str) -> set[int]:
