@@ -864,3 +864,106 @@ def test_stop_of_an_ended_trainjob_keeps_its_ending_while_it_is_deleted() -> Non
     view = see(done)
     assert view.phase is Phase.ENDED and view.cause is not None
     assert view.cause.kind is CauseKind.NONE and view.cause.exit_code == 0
+
+
+# -- malformed objects ---------------------------------------------------------------
+
+
+def _waiting(reason: object) -> dict[str, Any]:
+    return {"waiting": {"reason": reason, "message": "Back-off pulling image"}}
+
+
+@pytest.mark.parametrize(
+    ("seen", "field", "raw"),
+    [
+        (  # a waiting reason that is a list (it raised TypeError once)
+            lambda: see(trainjob(), pods=(pod(phase="Pending", state=_waiting(["ErrImagePull"])),)),
+            "Pod train-abc-1-node-0-0-x0: status.containerStatuses[0].state.waiting.reason",
+            "['ErrImagePull'], not text",
+        ),
+        (  # an exit code as text: read around, the root cause could be another pod's
+            lambda: see(
+                trainjob(FAILED_JOBS),
+                pods=(pod(phase="Failed", state=terminated("Error", "1")),),  # type: ignore[arg-type]
+            ),
+            "status.containerStatuses[0].state.terminated.exitCode",
+            "'1', not integer",
+        ),
+        (  # a condition status that is not text: whatever it says is not read as True
+            lambda: see(trainjob(c("Complete", True))),  # type: ignore[arg-type]
+            "TrainJob train-abc-1: status.conditions[0].status",
+            "True, not text",
+        ),
+        (  # the TrainJob's status itself
+            lambda: see({**trainjob(), "status": "Complete"}),
+            "TrainJob train-abc-1: status",
+            "'Complete', not an object",
+        ),
+        (  # malformed wins over what else the object shows: a Complete TrainJob
+            lambda: see(trainjob(c("Complete")), pods=({**pod(), "spec": ["gpu-node-0"]},)),
+            "Pod train-abc-1-node-0-0-x0: spec",
+            "['gpu-node-0'], not an object",
+        ),
+        (  # a label that is not text (here the restart attempt a pod belongs to)
+            lambda: see(
+                trainjob(),
+                pods=(pod(),),
+                js={**jobset(), "metadata": {"name": NAME, "labels": {tags.JOB: 7}}},
+            ),
+            "JobSet train-abc-1: metadata.labels",
+            "{'dispatch.dev/job': 7}, not text values",
+        ),
+        (  # the Node a pod runs on
+            lambda: see(trainjob(), pods=(pod(),), nodes=({**node(), "status": 3},)),
+            "Node gpu-node-0: status",
+            "3, not an object",
+        ),
+        (  # the Kueue Workload
+            lambda: see(
+                trainjob(suspend=True), wl={**workload(), "status": {"conditions": [None]}}
+            ),
+            "Workload trainjob-train-abc-1-3f2a1: status.conditions[0]",
+            "None, not an object",
+        ),
+    ],
+)
+def test_malformed_object_is_unknown_with_the_raw_value_and_alive_S4(
+    seen: Any, field: str, raw: str
+) -> None:
+    """S-4, S-36: a field the tables read with the wrong type is unknown with the field and
+    its raw value, never an exception and never a kind read around it; alive, so no second
+    execution starts beside it."""
+    view = seen()
+    assert view.phase is Phase.RUNNING and view.scheduler_state == "Unreadable"
+    assert view.cause.kind is CauseKind.UNKNOWN
+    assert field in view.cause.detail and raw in view.cause.detail
+
+
+def test_a_listed_item_that_is_not_an_object_makes_every_object_unknown_S4() -> None:
+    """A pod list item that is a string (it raised AttributeError once) may be any wanted
+    job's pod, the one that showed why it failed: no object is read around it."""
+    failed = pod(phase="Failed", state=terminated("Error", 1))
+    (clean,) = [
+        classify(ev) for ev in group([trainjob(FAILED_JOBS)], [], [], [failed], [], [], {JOB_ID})
+    ]
+    assert clean.cause.kind is CauseKind.NON_ZERO_EXIT
+    evs = group([trainjob(FAILED_JOBS)], [], [], [failed, "garbage"], [], [], {JOB_ID})
+    (view,) = [classify(ev) for ev in evs]
+    assert view.phase is Phase.RUNNING and view.cause.kind is CauseKind.UNKNOWN
+    assert "a Pod listed cannot be told apart: Pod: the item is 'garbage'" in view.cause.detail
+
+
+def test_an_unreadable_node_is_kept_on_the_objects_whose_node_is_not_listed_S4() -> None:
+    """A Node that cannot be read may be the lost node under a live pod; it says nothing
+    about an object whose pods' nodes are all listed."""
+    evs = group([trainjob()], [], [], [pod()], [node("gpu-node-1"), 42], [], {JOB_ID})
+    (view,) = [classify(ev) for ev in evs]
+    assert view.cause.kind is CauseKind.UNKNOWN and "Node: the item is 42" in view.cause.detail
+    evs = group([trainjob()], [], [], [pod()], [node("gpu-node-0"), 42], [], {JOB_ID})
+    (view,) = [classify(ev) for ev in evs]
+    assert view.phase is Phase.RUNNING and view.cause is None
+
+
+def test_a_raw_value_in_detail_is_cut_short_S4() -> None:
+    view = see(trainjob(), pods=(pod(phase="Pending", state=_waiting(["x" * 100_000])),))
+    assert view.cause.kind is CauseKind.UNKNOWN and len(view.cause.detail) < 400

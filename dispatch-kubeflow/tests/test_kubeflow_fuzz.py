@@ -3,10 +3,10 @@ text, or the documented error; never an undocumented exception, a hang or a memo
 blow-up (S-4, S-36).
 
 The seeds are the listings the backend read over HTTP from the emulated cluster in
-several states (running, a failed rank, a lost node, a JobSet restart, a Kueue queue);
-hypothesis replaces one value anywhere in them (text, numbers, wrong types), deletes a
-key, or puts a value of the wrong shape in its place. Time per input is bounded by
-hypothesis's ``deadline``, memory by a tracemalloc peak.
+several states (running, a failed rank, a lost node, a JobSet restart, a gate, a Kueue
+preemption); hypothesis replaces one value anywhere in them (text, numbers, wrong types),
+deletes a key, or puts a value of the wrong shape in its place. Time per input is bounded
+by hypothesis's ``deadline``, memory by a tracemalloc peak.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _capture(emulator: Emulator, backend: KubeflowBackend) -> dict[str, list[Any
         "jobs": kube.list_jobs(selector),
         "pods": kube.list_pods(selector),
         "nodes": kube.list_nodes(),
-        "workloads": [],
+        "workloads": kube.list_workloads(tags.KUEUE_JOB_UID),
     }
 
 
@@ -76,6 +76,7 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, list[Any]]
     restarting = KubeflowBackend(
         KubeflowConfig(kubeconfig=str(kubeconfig), retries=0, runtime="restarting")
     )
+    queued = KubeflowBackend(KubeflowConfig(kubeconfig=str(kubeconfig), retries=0, queue="q"))
     spec = JobSpec(name="fuzz", command=("torchrun", "t.py"), resources=Resources(nodes=2))
     captured = []
     try:
@@ -95,6 +96,11 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, list[Any]]
         emu.reconcile()
         captured.append(_capture(emu, backend))
         backend.dispatch_submit(JOB, 4, spec, True)
+        captured.append(_capture(emu, backend))
+        name5 = tags.split_object_id(queued.dispatch_submit(JOB, 5, spec, False))[1]
+        emu.reconcile()
+        emu.kueue_preempt(name5)
+        emu.settle()
         captured.append(_capture(emu, backend))
     finally:
         emu.stop()
@@ -142,8 +148,7 @@ def _bounded(call: Callable[[], object]) -> object:
 
 
 def _classify_all(answer: dict[str, list[Any]]) -> list[Any]:
-    lists = [[o for o in answer[k] if isinstance(o, dict)] if isinstance(answer[k], list) else []
-             for k in KINDS]  # fmt: skip
+    lists = [answer[k] if isinstance(answer[k], list) else [] for k in KINDS]
     out = []
     for ev in group(*lists, {JOB}):
         view, keep = read(ev)
@@ -162,6 +167,108 @@ def test_discovery_of_mutated_answers_never_raises_S4(
     with the raw words where it cannot read them), within bounded time and memory."""
     answer = _mutate(data.draw(st.sampled_from(seeds)), data)
     _bounded(lambda: _classify_all(answer))
+
+
+#: a JSON value of each type; a wrongly typed field gets one of another type
+WRONG: dict[str, list[Any]] = {
+    "text": ["", "garbage", "9" * 300],
+    "integer": [-1, 7, 2**63],
+    "number": [1.5],
+    "boolean": [True, False],
+    "list": [[], ["ErrImagePull"], [{}], ["x" * 100_000]],
+    "object": [{}, {"reason": "ErrImagePull"}],
+}
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    return {float: "number", str: "text", list: "list", dict: "object"}[type(value)]
+
+
+class _Served:
+    """What an API server answered to one discovery's listings (and a write it ignores)."""
+
+    def __init__(self, answer: dict[str, list[Any]]) -> None:
+        self.answer = answer
+
+    def list_trainjobs(self, selector: str) -> list[Any]:
+        return self.answer["trainjobs"]
+
+    def list_jobsets(self, selector: str) -> list[Any]:
+        return self.answer["jobsets"]
+
+    def list_jobs(self, selector: str) -> list[Any]:
+        return self.answer["jobs"]
+
+    def list_pods(self, selector: str) -> list[Any]:
+        return self.answer["pods"]
+
+    def list_nodes(self) -> list[Any]:
+        return self.answer["nodes"]
+
+    def list_workloads(self, selector: str) -> list[Any]:
+        return self.answer["workloads"]
+
+    def patch_trainjob(self, namespace: str, name: str, body: object) -> None:
+        return None
+
+
+class _ServedBackend(KubeflowBackend):
+    """The adapter's own discovery, reading what ``_Served`` holds instead of HTTP."""
+
+    def __init__(self, answer: dict[str, list[Any]]) -> None:
+        super().__init__(KubeflowConfig(kubeconfig="unused", retries=0))
+        self.served = _Served(answer)
+
+    @property
+    def kube(self) -> Any:
+        return self.served
+
+
+def _discover(answer: dict[str, list[Any]]) -> dict[tuple[str, int], Any]:
+    views = _ServedBackend(answer).dispatch_discover([JOB]).objects
+    return {(v.job_id, v.submission): v for v in views}
+
+
+@FUZZ
+@given(data=st.data())
+def test_wrongly_typed_answers_give_unknown_never_an_exception_S4(
+    seeds: list[dict[str, list[Any]]], data: st.DataObject
+) -> None:
+    """S-4, S-36: one value anywhere in a TrainJob, JobSet, Job, Pod, Node or Workload (the
+    object itself included) replaced by a value of another JSON type, through the
+    adapter's discovery: no exception, and every object reported either exactly as before
+    (the field is not one dispatch reads) or ``unknown`` with the raw value cut short; an
+    object may drop out only when every object left says ``unknown`` (its owner is what
+    could not be read)."""
+    seed = data.draw(st.sampled_from(seeds))
+    paths = [p for p in _paths(seed) if len(p) >= 2 and _at(seed, p) is not None]
+    path = data.draw(st.sampled_from(paths))
+    was = _json_type(_at(seed, path))
+    wrong = data.draw(st.sampled_from([v for t, vs in WRONG.items() if t != was for v in vs]))
+    answer = copy.deepcopy(seed)
+    _at(answer, path[:-1])[path[-1]] = wrong
+    before = _discover(seed)
+    after = _bounded(lambda: _discover(answer))
+    assert isinstance(after, dict)
+    unknown = {k for k, v in after.items() if v.cause and v.cause.kind is CauseKind.UNKNOWN}
+    for key, view in after.items():
+        if key in unknown:
+            assert len(view.cause.detail) <= 2000, view.cause.detail[:300]
+        else:
+            same = view == before.get(key)
+            assert same, f"{path} = {wrong!r} changed {key} unnoticed"
+    if before.keys() - after.keys():
+        assert unknown == after.keys(), f"{path} = {wrong!r} dropped an object unnoticed"
+
+
+def _at(answer: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        answer = answer[step]
+    return answer
 
 
 @FUZZ

@@ -17,8 +17,9 @@ This module is the entry point (``dispatch.backends: kubeflow``), so it stays li
   when needed) for any number of jobs; classification in :mod:`dispatch_kubeflow.classify`.
   The one write: a failed attempt's ending kept on its TrainJob before a JobSet restart
   deletes its pods (S-40).
-- validate / render: what a TrainJob cannot carry is refused before anything is
-  recorded; ``--dry-run`` prints the manifest as YAML (neither contacts the cluster).
+- validate: what a TrainJob cannot carry is refused before anything is recorded, without
+  the cluster. prepare: the TrainJob and the runtime copy, built from the runtime read
+  from the cluster; send creates exactly those, and ``--dry-run`` prints them.
 - logs: the pods' logs through the API (:mod:`dispatch_kubeflow.logs`).
 - multi-node: the launch contract through the torch runtime's own variables
   (:mod:`dispatch_kubeflow.launch`); ``exclude_nodes`` as a required node affinity.
@@ -33,10 +34,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from dispatch.core.cause import Cause
+from dispatch.hookspecs import API_VERSION
 from dispatch.model.declarations import Declarations
 from dispatch.model.discovery import Discovery
-from dispatch.model.enums import Action, Capability, CauseKind
+from dispatch.model.enums import Action, Capability, CauseKind, Stream
 from dispatch.model.errors import BadInput, SubmitRefused
+from dispatch.model.prepared import Prepared
+from dispatch.model.selection import LogSelection
 from dispatch.model.spec import JobSpec
 from dispatch.plugin import hookimpl
 
@@ -44,13 +48,12 @@ from dispatch_kubeflow import launch, logs, tags
 from dispatch_kubeflow.classify import read
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
-from dispatch_kubeflow.evidence import group, pod_terminal
+from dispatch_kubeflow.evidence import group, jobset_names, needs_nodes, pod_terminal, queued_uids
 from dispatch_kubeflow.manifest import (
     GROUP,
     OPTIONS,
     VERSION,
     build_trainjob,
-    copy_note,
     runtime_copy,
 )
 
@@ -130,6 +133,7 @@ class KubeflowBackend:
             reports=REPORTS,
             capabilities=frozenset(capabilities),
             options=dict(OPTIONS),
+            api_version=API_VERSION,
         )
 
     # -- before anything is recorded -------------------------------------------------
@@ -169,37 +173,12 @@ class KubeflowBackend:
             raise BadInput("dispatch-kubeflow cannot run this job:\n  " + "\n  ".join(problems))
 
     @hookimpl
-    def dispatch_render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
-        """The TrainJob exactly as submit would send it, as YAML. Built without the
-        runtime (reading it needs the cluster): the replicated jobs the patches name are
-        the torch runtime's one ``node`` job, as for every shipped Trainer runtime.
-
-        YAML through PyYAML, a dependency of the ``kubernetes`` client already installed
-        with this backend (declared here too since it is imported); ``safe_dump`` of a
-        JSON-shaped dict, keys in the order they are built."""
-        import yaml  # type: ignore[import-untyped]
-
-        try:
-            body = build_trainjob(
-                self.config,
-                namespace=self.config.namespace or self.kube.namespace,
-                job_id=job_id,
-                submission=submission,
-                spec=spec,
-                gated=gated,
-                replicated_jobs=["node"],
-            )
-        except SubmitRefused as exc:
-            raise BadInput(exc.detail) from exc
-        text: str = yaml.safe_dump(body, sort_keys=False, default_flow_style=False, width=100)
-        if self.config.runtime_copy:
-            text += copy_note(body, spec)
-        return text
-
-    # -- submit, gate, stop ----------------------------------------------------------
-
-    @hookimpl
-    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+    def dispatch_prepare(
+        self, job_id: str, submission: int, spec: JobSpec, gated: bool
+    ) -> Prepared:
+        """The TrainJob and the runtime copy exactly as :meth:`dispatch_send` creates them.
+        Reads the runtime the TrainJob names (the replicated jobs its patches name, and
+        the spec the copy is made from), so it needs the cluster; it changes nothing."""
         kube = self.kube
         runtime_name = spec.options.get("runtime") or self.config.runtime
         try:
@@ -225,32 +204,62 @@ class KubeflowBackend:
             gated=gated,
             replicated_jobs=replicated,
         )
-        name = body["metadata"]["name"]
+        parts: dict[str, Any] = {"TrainJob": body}
         if self.config.runtime_copy:
-            copied = runtime_copy(
+            parts["runtime copy"] = runtime_copy(
                 runtime,
-                name=name,
+                name=body["metadata"]["name"],
                 namespace=kube.namespace,
                 job_id=job_id,
                 submission=submission,
                 spec=spec,
             )
+        return Prepared(
+            backend=NAME,
+            job_id=job_id,
+            submission=submission,
+            gated=gated,
+            parts=parts,
+            notes=(
+                (
+                    "the runtime copy is created first and made the TrainJob's dependent "
+                    "once the TrainJob exists (so it is removed after it)",
+                )
+                if self.config.runtime_copy
+                else ()
+            ),
+        )
+
+    # -- submit, gate, stop ----------------------------------------------------------
+
+    @hookimpl
+    def dispatch_send(self, prepared: Prepared) -> str:
+        kube = self.kube
+        body = prepared.mapping("TrainJob")
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        copied = "runtime copy" in prepared.parts
+        if copied:
             try:
-                kube.create_runtime_copy(copied)
+                kube.create_runtime_copy(prepared.mapping("runtime copy"))
             except ApiRefused as exc:
                 if exc.status != 409:  # 409: a retried submit made it already
                     raise SubmitRefused(exc.message) from exc
         try:
-            created = self._create_trainjob(body)
+            created = self._create_trainjob(body, copied)
         except ApiRefused as exc:
-            if self.config.runtime_copy and exc.status != 409:
-                self._drop_copy(kube.namespace, name)
+            if copied and exc.status != 409:
+                self._drop_copy(namespace, name)
             raise SubmitRefused(exc.message) from exc
-        if self.config.runtime_copy:
-            self._own_copy(kube.namespace, name, created)
-        return tags.object_id(kube.namespace, name)
+        if copied:
+            self._own_copy(namespace, name, created)
+        return tags.object_id(namespace, name)
 
-    def _create_trainjob(self, body: dict[str, Any]) -> dict[str, Any]:
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        """Prepare and send at once, for a caller holding the backend itself (not a hook:
+        dispatch calls :meth:`dispatch_prepare` and :meth:`dispatch_send`)."""
+        return self.dispatch_send(self.dispatch_prepare(job_id, submission, spec, gated))
+
+    def _create_trainjob(self, body: dict[str, Any], copied: bool) -> dict[str, Any]:
         """Create the TrainJob, waiting out the Trainer webhook's view of a runtime copy made
         a moment before: the webhook checks ``spec.runtimeRef`` against its informer cache,
         which may not have seen the copy yet, and denies the create (found on the live
@@ -262,7 +271,7 @@ class KubeflowBackend:
             try:
                 return self.kube.create_trainjob(body)
             except ApiRefused as exc:
-                if not (self.config.runtime_copy and _copy_not_seen_yet(exc)):
+                if not (copied and _copy_not_seen_yet(exc)):
                     raise
                 if time.monotonic() + pause > deadline:
                     raise
@@ -358,20 +367,11 @@ class KubeflowBackend:
     # -- logs ------------------------------------------------------------------------
 
     @hookimpl
-    def dispatch_logs(
-        self,
-        job_id: str,
-        submission: int,
-        object_id: str,
-        stream: str,
-        node: str | None,
-        rank: int | None,
-        offset: int,
-    ) -> Iterable[bytes]:
-        if stream != "stdout":
+    def dispatch_logs(self, object_id: str, selection: LogSelection) -> Iterable[bytes]:
+        if selection.stream is not Stream.STDOUT:
             raise BadInput(
-                f"--{stream}: Kubernetes keeps a container's stdout and stderr in one log; "
-                "read it without --stderr"
+                f"--{selection.stream}: Kubernetes keeps a container's stdout and stderr in one "
+                "log; read it without --stderr"
             )
         namespace, name = tags.split_object_id(object_id)
         kube = self.kube
@@ -380,8 +380,8 @@ class KubeflowBackend:
             for p in kube.list_pods(f"{tags.JOBSET_NAME}={name}")
             if (p.get("metadata") or {}).get("namespace", namespace) == namespace
         ]
-        chosen = logs.select(pods, node, rank)
-        return logs.skip(logs.read(kube, chosen), offset)
+        chosen = logs.select(pods, selection.node, selection.rank)
+        return logs.skip(logs.read(kube, chosen), selection.offset)
 
     # -- discovery -------------------------------------------------------------------
 
@@ -428,25 +428,10 @@ class KubeflowBackend:
         if self.config.trainer_version >= (2, 1):
             pods = kube.list_pods(selector)
         else:
-            names = sorted({j["metadata"]["labels"].get(tags.JOBSET_NAME, "") for j in jobs} - {""})
+            names = jobset_names(jobs)
             pods = kube.list_pods(f"{tags.JOBSET_NAME} in ({','.join(names)})") if names else []
-        needs_nodes = any(
-            (p.get("spec") or {}).get("nodeName")
-            and (
-                (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                or (p.get("metadata") or {}).get("deletionTimestamp")
-            )
-            for p in pods
-        )
-        nodes = self._nodes() if needs_nodes else []
-        queued = [
-            t["metadata"]["uid"]
-            for t in trainjobs
-            if (
-                (t["metadata"].get("annotations") or {}).get(tags.QUEUE)
-                or (t["metadata"].get("labels") or {}).get(tags.KUEUE_QUEUE)
-            )
-        ]
+        nodes = self._nodes() if needs_nodes(pods) else []
+        queued = queued_uids(trainjobs)
         workloads: list[dict[str, Any]] = []
         if queued:
             wl_selector = (
@@ -461,9 +446,10 @@ class KubeflowBackend:
                     raise
         objects = []
         for ev in group(trainjobs, jobsets, jobs, pods, nodes, workloads, wanted):
-            if ev.trainjob is None and all(pod_terminal(p) for p in ev.pods):
+            if ev.trainjob is None and not ev.unreadable and all(pod_terminal(p) for p in ev.pods):
                 # the TrainJob is gone and nothing of it runs: what is left (a JobSet, Jobs,
-                # ended pods) is the garbage collector's to remove, not an object
+                # ended pods) is the garbage collector's to remove, not an object (unless an
+                # unreadable item of the listing may be that TrainJob)
                 continue
             view, keep = read(ev)
             objects.append(view)

@@ -6,7 +6,8 @@ Nodes, Kueue Workload) and returns an :class:`~dispatch.ObjectView`. What decide
 top to bottom, first match wins, like ``dispatch_slurm.classify``. ``docs/mapping.md`` is
 rendered from both (``python -m dispatch_kubeflow.classify``) and a test checks they agree.
 
-Order of the rows: a deletion while pods still run, then the TrainJob's terminal
+Order of the rows: an object dispatch cannot read (a wrongly typed field,
+:mod:`dispatch_kubeflow.shape`), then a deletion while pods still run, then the TrainJob's terminal
 condition (authoritative but coarse: ``FailedJobs`` hides the cause, so the Jobs and Pods
 say why; an ended object being deleted keeps its ending), then the other deletions, then
 suspension (dispatch's gate, Kueue, someone else's hold), then the live evidence (lost
@@ -39,7 +40,7 @@ from dispatch.core.cause import Cause
 from dispatch.model.discovery import Execution, ObjectView
 from dispatch.model.enums import CauseKind, Phase, Provenance
 
-from dispatch_kubeflow import endings, tags
+from dispatch_kubeflow import endings, shape, tags
 from dispatch_kubeflow.endings import ending_of, node_problem, pod_cause, pod_pending_cause
 from dispatch_kubeflow.evidence import (
     MAX_ATTEMPTS,
@@ -113,6 +114,10 @@ class Facts:
         return None
 
     @cached_property
+    def malformed(self) -> str | None:
+        return self.ev.malformed()
+
+    @cached_property
     def pending(self) -> list[Cause]:
         return [c for p in self.live if (c := pod_pending_cause(p)) is not None]
 
@@ -128,6 +133,12 @@ def _failed_attempt(f: Facts) -> bool:
 
 
 FACTS: Mapping[str, tuple[str, Callable[[Facts], bool]]] = {
+    "malformed": (
+        "a field the tables read has the wrong type (`shape.KINDS`) in the TrainJob, its "
+        "JobSet, Jobs, Pods, Workload or its pods' Nodes, or a listed item whose owner "
+        "cannot be read may be its",
+        lambda f: f.malformed is not None,
+    ),
     "restarts-unreadable": (
         f"the JobSet's `status.restarts` is not an integer in 0..{MAX_ATTEMPTS}",
         lambda f: f.attempt is None,
@@ -230,7 +241,7 @@ def _stop(f: Facts) -> Cause:
     try:
         stop = Cause.model_validate(json.loads(text(raw)))
     except (ValueError, TypeError, RecursionError):
-        return make_cause(K.UNKNOWN, f"unreadable {tags.STOP} annotation: {raw}", when)
+        return make_cause(K.UNKNOWN, f"unreadable {tags.STOP} annotation: {shape.raw(raw)}", when)
     detail = f"stopped by dispatch ({stop.kind.value})" + (
         f": {stop.detail}" if stop.detail else ""
     )
@@ -295,13 +306,21 @@ def _stuck(f: Facts) -> Cause | None:
 def _restarts_unreadable(f: Facts) -> Cause:
     return make_cause(
         K.UNKNOWN,
-        f"JobSet {f.ev.name}: status.restarts={restarts_of(f.ev.jobset)!r} is not a restart "
-        f"count dispatch can read (0..{MAX_ATTEMPTS})",
+        f"JobSet {f.ev.name}: status.restarts={shape.raw(restarts_of(f.ev.jobset))} is not a "
+        f"restart count dispatch can read (0..{MAX_ATTEMPTS})",
         None,
     )
 
 
+def _malformed(f: Facts) -> Cause:
+    return make_cause(K.UNKNOWN, f"cannot read {f.malformed}", None)
+
+
 SOURCES: Mapping[str, tuple[str, Callable[[Facts], Cause | None]]] = {
+    "malformed": (
+        f"the wrongly typed field, its path and its raw value (cut to {shape.MAX_RAW} characters)",
+        _malformed,
+    ),
     "restarts": ("the JobSet's restart count, verbatim", _restarts_unreadable),
     "lost": (
         "the lost node's `Ready` condition (or the pod's disruption), node named",
@@ -367,6 +386,13 @@ def _reason_matches(pattern: str, reason: str) -> bool:
 
 #: THE object table. Read top to bottom; the first row that matches decides.
 TABLE: tuple[Row, ...] = (
+    # -- unreadable ---------------------------------------------------------------------
+    Row(("malformed",), R, "Unreadable", "malformed", None, "running",
+        "a malformed object: what it means is lost, whatever else it shows, so it is "
+        "unknown with the field's raw value, kept alive so no second execution starts "
+        "beside it (S-4, S-36)",
+        tests=("test_malformed_object_is_unknown_with_the_raw_value_and_alive_S4",
+               "test_wrongly_typed_answers_give_unknown_never_an_exception_S4")),
     # -- deletion -----------------------------------------------------------------------
     Row(("deleting", "live-pods"), R, "Terminating", "lost", None, "cause",
         "deleting (or gone) while a pod still runs: alive, so the gate's fence waits (S-28); "

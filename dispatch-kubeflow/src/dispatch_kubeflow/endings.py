@@ -230,7 +230,7 @@ def pod_pending_cause(pod: Obj) -> Cause | None:
     name = name_of(pod)
     for cs in container_statuses(pod):
         waiting = mapping(mapping(cs.get("state")).get("waiting"))
-        if waiting.get("reason") in LAUNCH_REASONS:
+        if text(waiting.get("reason")) in LAUNCH_REASONS:
             return make_cause(
                 K.LAUNCH_FAILED,
                 f"pod {name} container {text(cs.get('name'))}: {said(waiting)}",

@@ -3,7 +3,9 @@
 Every reader here takes what the API server returned and never raises on a field that is
 missing, of the wrong type or out of range: a value it cannot read is treated as absent
 (a time) or reported as an ``unknown`` cause with the raw text (see
-:mod:`dispatch_kubeflow.classify`), because scheduler output is input (S-4, S-36).
+:mod:`dispatch_kubeflow.classify`), because scheduler output is input (S-4, S-36). A
+wrongly typed field is found by :mod:`dispatch_kubeflow.shape`; a listed item whose owner
+cannot be read is kept on every object it could belong to (``Evidence.unreadable``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dispatch.core.cause import Cause
 from dispatch.model.discovery import Execution
 from dispatch.model.enums import CauseKind, Provenance
 
-from dispatch_kubeflow import tags
+from dispatch_kubeflow import shape, tags
 
 Obj = Mapping[str, Any]
 
@@ -47,27 +49,27 @@ def mapping(value: object) -> Obj:
     return value if isinstance(value, Mapping) else {}
 
 
-def meta(obj: Obj | None) -> Obj:
-    return mapping((obj or {}).get("metadata"))
+def meta(obj: object) -> Obj:
+    return mapping(mapping(obj).get("metadata"))
 
 
-def labels(obj: Obj | None) -> Obj:
+def labels(obj: object) -> Obj:
     return mapping(meta(obj).get("labels"))
 
 
-def annotations_of(obj: Obj | None) -> Obj:
+def annotations_of(obj: object) -> Obj:
     return mapping(meta(obj).get("annotations"))
 
 
-def status(obj: Obj | None) -> Obj:
-    return mapping((obj or {}).get("status"))
+def status(obj: object) -> Obj:
+    return mapping(mapping(obj).get("status"))
 
 
 def text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def name_of(obj: Obj | None) -> str:
+def name_of(obj: object) -> str:
     return text(meta(obj).get("name"))
 
 
@@ -130,8 +132,8 @@ def attempt_of(obj: Obj) -> int | None:
     return small_int(raw)
 
 
-def node_of(pod: Obj) -> str:
-    return text(mapping(pod.get("spec")).get("nodeName"))
+def node_of(pod: object) -> str:
+    return text(mapping(mapping(pod).get("spec")).get("nodeName"))
 
 
 def rank_of(pod: Obj) -> int | None:
@@ -142,7 +144,7 @@ def rank_of(pod: Obj) -> int | None:
 
 def tasks_per_node(pod: Obj) -> int:
     """``PET_NPROC_PER_NODE`` as the torch plugin set it on the pod (1 when absent)."""
-    containers = mapping(pod.get("spec")).get("containers")
+    containers = mapping(mapping(pod).get("spec")).get("containers")
     for container in containers if isinstance(containers, list) else []:
         env = mapping(container).get("env")
         for var in env if isinstance(env, list) else []:
@@ -162,13 +164,38 @@ def container_statuses(pod: Obj) -> list[Obj]:
     return [cs for cs in found if isinstance(cs, Mapping)] if isinstance(found, list) else []
 
 
-def pod_terminal(pod: Obj) -> bool:
+def pod_terminal(pod: object) -> bool:
     return status(pod).get("phase") in ("Succeeded", "Failed")
 
 
 def restarts_of(jobset: Obj | None) -> object:
     """The JobSet's ``status.restarts`` as written (0 when absent); checked by classify."""
     return status(jobset).get("restarts") or 0
+
+
+def jobset_names(jobs: Iterable[object]) -> list[str]:
+    """The JobSets these Jobs belong to (Trainer 2.0 lists pods by them)."""
+    return sorted({text(labels(j).get(tags.JOBSET_NAME)) for j in jobs} - {""})
+
+
+def needs_nodes(pods: Iterable[object]) -> bool:
+    """Whether a pod is placed and still there (live or being deleted): only then can its
+    Node's readiness matter."""
+    return any(
+        node_of(p) and (not pod_terminal(p) or meta(p).get("deletionTimestamp")) for p in pods
+    )
+
+
+def queued_uids(trainjobs: Iterable[object]) -> list[str]:
+    """The uids of the TrainJobs sent to a Kueue queue (their Workloads carry the uid)."""
+    return sorted(
+        {
+            uid
+            for t in trainjobs
+            if (annotations_of(t).get(tags.QUEUE) or labels(t).get(tags.KUEUE_QUEUE))
+            and (uid := text(meta(t).get("uid")))
+        }
+    )
 
 
 @dataclass
@@ -185,10 +212,31 @@ class Evidence:
     pods: list[Obj] = field(default_factory=list)
     nodes: Mapping[str, Obj] = field(default_factory=dict)
     workload: Obj | None = None
+    #: the words for a listed item whose owner could not be read: it may be this object's
+    #: (a pod that showed why it failed, its TrainJob), so this object cannot be read either
+    unreadable: str = ""
 
     def of_attempt(self, kind: str, attempt: int) -> list[Obj]:
         objs = self.jobs if kind == "jobs" else self.pods
         return [o for o in objs if attempt_of(o) == attempt]
+
+    def malformed(self) -> str | None:
+        """The first thing of this object dispatch cannot read: an item that may be its,
+        or a wrongly typed field of its TrainJob, JobSet, Jobs, Pods, Workload or the
+        Nodes its pods run on (:mod:`dispatch_kubeflow.shape`)."""
+        if self.unreadable:
+            return self.unreadable
+        parts: list[tuple[str, object]] = [("TrainJob", self.trainjob), ("JobSet", self.jobset)]
+        parts += [("Job", j) for j in self.jobs] + [("Pod", p) for p in self.pods]
+        parts += [("Node", self.nodes[n]) for n in sorted(self.node_names()) if n in self.nodes]
+        parts.append(("Workload", self.workload))
+        for kind, obj in parts:
+            if obj is not None and (found := shape.broken(kind, obj)) is not None:
+                return found
+        return None
+
+    def node_names(self) -> set[str]:
+        return {n for p in self.pods if (n := node_of(p))}
 
 
 def recorded_executions(tj: Obj | None) -> dict[int, Execution]:
@@ -212,12 +260,12 @@ def recorded_executions(tj: Obj | None) -> dict[int, Execution]:
 
 
 def group(
-    trainjobs: Iterable[Obj],
-    jobsets: Iterable[Obj],
-    jobs: Iterable[Obj],
-    pods: Iterable[Obj],
-    nodes: Iterable[Obj],
-    workloads: Iterable[Obj],
+    trainjobs: Iterable[object],
+    jobsets: Iterable[object],
+    jobs: Iterable[object],
+    pods: Iterable[object],
+    nodes: Iterable[object],
+    workloads: Iterable[object],
     wanted: set[str],
 ) -> list[Evidence]:
     """Sort one listing of each kind into per-object evidence, for the wanted job ids.
@@ -226,9 +274,32 @@ def group(
     JobSet is named after the TrainJob). Children whose TrainJob is gone still form an
     object, so pods left behind by a deletion keep the job alive (the gate's fence). An
     object whose tags do not name a wanted job and a positive submission is not ours.
+
+    An item whose owner cannot be read (not an object, or its name, labels or annotations
+    wrongly typed) may belong to any wanted job: it is kept, as words, on every object
+    (``Evidence.unreadable``). An unreadable Node is kept on the objects whose pods run on
+    a node the listing does not name.
     """
     by_label = {tags.job_label(j): j for j in wanted}
-    node_map = {name: n for n in nodes if (name := name_of(n))}
+    unreadable: list[str] = []
+    lost_nodes: list[str] = []
+
+    def readable(kind: str, items: Iterable[object], into: list[str]) -> list[Obj]:
+        found: list[Obj] = []
+        for obj in items:
+            why = shape.unattributable(kind, obj)
+            if why is not None:
+                into.append(why)
+            elif isinstance(obj, Mapping):
+                found.append(obj)
+        return found
+
+    tj_items = readable("TrainJob", trainjobs, unreadable)
+    js_items = readable("JobSet", jobsets, unreadable)
+    job_items = readable("Job", jobs, unreadable)
+    pod_items = readable("Pod", pods, unreadable)
+    wl_items = readable("Workload", workloads, unreadable)
+    node_map = {name: n for n in readable("Node", nodes, lost_nodes) if (name := name_of(n))}
     evidence: dict[tuple[str, str], Evidence] = {}
 
     def ident(obj: Obj) -> tuple[str, int] | None:
@@ -241,7 +312,7 @@ def group(
         submission = small_int(labels(obj).get(tags.SUBMISSION), 1, 1 << 31)
         return None if submission is None else (job_id, submission)
 
-    for tj in trainjobs:
+    for tj in tj_items:
         found = ident(tj)
         name = name_of(tj)
         if found is None or not name:
@@ -265,13 +336,13 @@ def group(
             )
         return evidence[key]
 
-    for js in jobsets:
+    for js in js_items:
         if (ev := attach(js, is_jobset=True)) is not None:
             ev.jobset = js
-    for job in jobs:
+    for job in job_items:
         if (ev := attach(job)) is not None:
             ev.jobs.append(job)
-    for pod in pods:
+    for pod in pod_items:
         if (ev := attach(pod)) is not None:
             ev.pods.append(pod)
     uid_to_ev = {
@@ -279,10 +350,16 @@ def group(
         for ev in evidence.values()
         if ev.trainjob is not None and (uid := text(meta(ev.trainjob).get("uid")))
     }
-    for wl in workloads:
+    for wl in wl_items:
         uid = text(labels(wl).get(tags.KUEUE_JOB_UID))
         if uid in uid_to_ev:
             uid_to_ev[uid].workload = wl
     for ev in evidence.values():
         ev.nodes = node_map
+        if unreadable:
+            ev.unreadable = unreadable[0]
+        elif lost_nodes and any(
+            node_of(p) not in node_map for p in ev.pods if node_of(p) and not pod_terminal(p)
+        ):
+            ev.unreadable = lost_nodes[0]
     return list(evidence.values())

@@ -23,6 +23,7 @@ from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from dispatch_kubeflow import shape
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
 
@@ -105,7 +106,16 @@ class Kube:
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         data = self._response(what, fn, *args, **kwargs).data
-        return json.loads(data) if data else {}
+        if not data:
+            return {}
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            # a proxy's error page, a cut answer: the API server was not really asked
+            raise Unreachable(
+                f"the Kubernetes API at {self.host} answered {what} with what is not JSON: "
+                f"{shape.raw(data)}"
+            ) from exc
 
     def _response(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """The raw urllib3 response (unread), or ``Unreachable``/``ApiRefused``."""
@@ -127,8 +137,17 @@ class Kube:
     def _items(
         self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
     ) -> list[dict[str, Any]]:
+        """A listing's items as served; an answer that is not a list of items is about no
+        object in particular, so it is no answer (never a partial one)."""
         answer = self._call(what, fn, *args, **kwargs)
-        items: list[dict[str, Any]] = answer.get("items") or []
+        items = answer.get("items") if isinstance(answer, dict) else answer
+        if isinstance(answer, dict) and items is None:
+            return []  # an empty listing ("items": null, as Go marshals an empty slice)
+        if not isinstance(answer, dict) or not isinstance(items, list):
+            raise Unreachable(
+                f"the Kubernetes API at {self.host} answered {what} without a list of items: "
+                f"{shape.raw(answer)}"
+            )
         return items
 
     # -- TrainJobs -------------------------------------------------------------------
