@@ -46,6 +46,23 @@ def test_on_timeout_fails_with_what_and_the_last_answer() -> None:
     assert clock.now == pytest.approx(102.0)  # asked until the deadline, not past it
 
 
+def test_until_accepts_the_value_and_a_failure_shows_the_value() -> None:
+    clock = Clock()
+    seen = iter([(), ("a", "b"), ("a",)])
+    assert eventually(
+        lambda: next(seen), until=lambda v: len(v) == 1, what="one", clock=clock, sleep=clock.sleep
+    ) == ("a",)
+    with pytest.raises(NotYet, match=r"one object; last returned \('a', 'b'\)"):
+        eventually(
+            lambda: ("a", "b"),
+            until=lambda v: len(v) == 1,
+            what="one object",
+            timeout=1,
+            clock=clock,
+            sleep=clock.sleep,
+        )
+
+
 def test_ignored_exceptions_mean_not_yet_and_the_last_one_is_shown() -> None:
     clock = Clock()
 

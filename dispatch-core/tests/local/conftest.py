@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from dispatch import Cause, CauseKind, ObjectView, Provenance
 from dispatch.local.backend import LocalBackend
 from dispatch.local.processes import gone
 from dispatch.local.records import Started
+from dispatch_testing.waiting import eventually
 
 GRACE = 0.5
 TIMEOUT = 15.0
@@ -52,14 +52,13 @@ def settle(backend: LocalBackend) -> Waiter:
     def wait(
         job_id: str, until: Callable[[ObjectView], bool], timeout: float = TIMEOUT
     ) -> ObjectView:
-        deadline = time.monotonic() + timeout
-        seen: tuple[ObjectView, ...] = ()
-        while time.monotonic() < deadline:
-            seen = backend.dispatch_discover([job_id]).of_job(job_id)
-            if len(seen) == 1 and until(seen[0]):
-                return seen[0]
-            time.sleep(0.05)
-        pytest.fail(f"job {job_id}: condition not met in {timeout}s; last seen {seen}")
+        (view,) = eventually(
+            lambda: backend.dispatch_discover([job_id]).of_job(job_id),
+            until=lambda seen: len(seen) == 1 and until(seen[0]),
+            timeout=timeout,
+            what=f"job {job_id} has one object that meets the condition",
+        )
+        return view
 
     return wait
 
@@ -69,11 +68,10 @@ def wait_file() -> Callable[[Path], str]:
     """Wait (bounded) for a file a command writes, and return its content."""
 
     def wait(path: Path, timeout: float = TIMEOUT) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if path.exists() and path.read_text().endswith("\n"):
-                return path.read_text()
-            time.sleep(0.05)
-        pytest.fail(f"{path} was not written in {timeout}s")
+        def written() -> str | None:
+            text = path.read_text() if path.exists() else ""
+            return text if text.endswith("\n") else None
+
+        return eventually(written, timeout=timeout, what=f"{path} is written")
 
     return wait

@@ -13,6 +13,7 @@ from dispatch.local import survivors
 from dispatch.local.backend import LocalBackend
 from dispatch.local.processes import gone
 from dispatch.local.records import ProcessIdentity, Started
+from dispatch_testing.waiting import eventually
 
 
 def test_a_deleted_object_directory_still_shows_its_command_running_and_stop_kills_it_S28(
@@ -31,7 +32,12 @@ def test_a_deleted_object_directory_still_shows_its_command_running_and_stop_kil
     wait_file(tmp_path / "up")
     obj = state_dir / "objects" / object_id
     command = Started.model_validate_json((obj / "started.json").read_text()).process
-    shutil.rmtree(obj)
+
+    def deleted() -> bool:
+        shutil.rmtree(obj, ignore_errors=True)  # the runner may still be writing into it
+        return not obj.exists()
+
+    eventually(deleted, what=f"{obj} is deleted")
 
     (view,) = backend.dispatch_discover(["job-deleted"]).objects
     assert (view.object_id, view.submission, view.phase) == (object_id, 1, Phase.RUNNING)

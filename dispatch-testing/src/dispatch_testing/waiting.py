@@ -6,7 +6,8 @@ passes, and then fails saying what it waited for and what it last saw::
 
     from dispatch_testing.waiting import eventually
 
-    view = eventually(lambda: job_view(job) if ended(job) else None, what=f"{job} ends")
+    eventually(lambda: path.exists(), what=f"{path} is written")
+    views = eventually(lambda: discover(job), until=lambda v: len(v) == 1, what="one object")
 
 The clock and the sleep can be injected, so the helper itself is tested without waiting.
 """
@@ -35,15 +36,19 @@ def eventually(
     predicate: Callable[[], T],
     *,
     what: str,
+    until: Callable[[T], object] | None = None,
     timeout: float = TIMEOUT,
     interval: float = INTERVAL,
     ignoring: tuple[type[Exception], ...] = (),
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
-    """Call ``predicate`` until it returns a truthy value, and return that value.
+    """Call ``predicate`` until it returns a truthy value (or one ``until`` accepts), and
+    return that value.
 
     :param what: the condition in words, for the failure message.
+    :param until: when given, the value is accepted when ``until(value)`` is truthy (so a
+        failure shows the value itself, for example the objects last discovered).
     :param timeout: seconds before giving up with :class:`NotYet` (an AssertionError, so
         pytest reports a failure), which names ``what`` and the last value returned.
     :param interval: seconds between calls.
@@ -57,7 +62,7 @@ def eventually(
         except ignoring as exc:
             last = f"raised {exc!r}"
         else:
-            if value:
+            if until(value) if until is not None else value:
                 return value
             last = f"returned {value!r}"
         if clock() >= deadline:
