@@ -2,9 +2,10 @@
 
     python dispatch-slurm/scripts/record-discovery.py OUT_PREFIX JOB_ID...
 
-writes OUT_PREFIX.squeue, OUT_PREFIX.sacct, (when a job runs) OUT_PREFIX.sinfo and (when
-an ending is attributed to a node) OUT_PREFIX.steps and OUT_PREFIX.sacctmgr: the exact
-stdout of the commands ``SlurmBackend.dispatch_discover`` ran on the real Slurm.
+writes OUT_PREFIX.version (``sinfo --version``), OUT_PREFIX.squeue, OUT_PREFIX.sacct,
+(when a job runs) OUT_PREFIX.sinfo and (when an ending is attributed to a node)
+OUT_PREFIX.steps and OUT_PREFIX.sacctmgr: the exact stdout of the commands
+``SlurmBackend.dispatch_discover`` ran on the real Slurm.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class RecordingRunner(Runner):
             argv, stdin=stdin, env=env, check_unreachable=check_unreachable, inherit_env=inherit_env
         )
         name = "steps" if argv[0] == "sacct" and "-j" in argv else argv[0]
+        if list(argv[1:]) == ["--version"]:
+            name = "version"
         self.outputs[name] = result.stdout
         return result
 

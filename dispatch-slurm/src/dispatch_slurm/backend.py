@@ -65,6 +65,13 @@ from dispatch_slurm.parse import (
 )
 from dispatch_slurm.runner import Result, Runner
 from dispatch_slurm.tags import Tag, job_name, parse_comment
+from dispatch_slurm.version import (
+    TESTED,
+    SlurmVersion,
+    VersionCache,
+    parse_version,
+    untested_warning,
+)
 
 NAME = "slurm"
 
@@ -118,10 +125,12 @@ def _seconds(variable: str, default: float) -> timedelta:
     return timedelta(seconds=value)
 
 
-def declarations() -> Declarations:
+def declarations(version_note: str = "") -> Declarations:
+    tested = ", ".join(str(t) for t in TESTED)
+    description = f"Slurm through sbatch/squeue/sacct/scontrol/scancel (tested on {tested})"
     return Declarations(
         name=NAME,
-        description="Slurm through sbatch/squeue/sacct/scontrol/scancel (tested on 22.05)",
+        description=f"{description}; {version_note}" if version_note else description,
         node_loss_window=_seconds("DISPATCH_SLURM_NODE_LOSS_WINDOW", 600),
         pending_windows={
             CauseKind.NO_CAPACITY: _seconds("DISPATCH_SLURM_NO_CAPACITY_WINDOW", 3600),
@@ -244,12 +253,40 @@ class SlurmBackend:
 
     def __init__(self, runner: Runner | None = None) -> None:
         self.runner = runner or Runner()
+        self.versions = VersionCache(self._read_version)
+
+    # -- version ------------------------------------------------------------------------
+
+    def _read_version(self) -> SlurmVersion:
+        result = self.runner.run(["sinfo", "--version"])
+        try:
+            return parse_version(result.stdout if result.ok else "")
+        except ValueError:
+            raise SlurmCommandFailed(
+                f"sinfo --version exited {result.returncode}: {result.words()!r} "
+                "is not a Slurm version"
+            ) from None
+
+    def version(self) -> SlurmVersion:
+        """The Slurm this host's commands talk to (read at most once a minute)."""
+        return self.versions.get()
+
+    def version_note(self) -> str:
+        """What ``dispatch backends`` says of the version here: a warning for a version
+        never tested, else which one; "" when Slurm cannot be asked (declaring must work
+        on a host without Slurm)."""
+        try:
+            version = self.version()
+        except DispatchError:
+            return ""
+        warning = untested_warning(version)
+        return f"WARNING: {warning}" if warning else f"Slurm {version} here"
 
     # -- declaration --------------------------------------------------------------------
 
     @hookimpl
     def dispatch_declare(self) -> Declarations:
-        return declarations()
+        return declarations(self.version_note())
 
     # -- submit -------------------------------------------------------------------------
 
@@ -294,6 +331,8 @@ class SlurmBackend:
         wanted = list(dict.fromkeys(job_ids))
         if not wanted:
             return Discovery(backend=NAME, at=at)
+        # every answer below is read in this version's form, with its rules (never a guess)
+        version = self.version()
         names = ",".join(job_name(j) for j in wanted)
         since = os.environ.get("DISPATCH_SLURM_SACCT_SINCE", "now-30days")
         # the two listings are independent: ask both at once (still two calls); squeue's
@@ -334,7 +373,7 @@ class SlurmBackend:
             early = attribution_queries(squeue.stdout, "", set(wanted))
             steps_call = pool.submit(self._steps, early.steps_of) if early.steps_of else None
             nodes = None
-            if running_any(squeue.stdout):
+            if running_any(squeue.stdout, version):
                 sinfo = self._checked(self.runner.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"]))
                 nodes = parse_sinfo_nodes(sinfo.stdout)
             sacct = self._checked(sacct_call.result())
@@ -375,6 +414,7 @@ class SlurmBackend:
             at,
             steps_text=steps_text,
             events_text=events_text,
+            version=version,
         )
         objects = slurm_warning.reclassify(objects)  # S-45: ended after the warning
         return Discovery(backend=NAME, at=at, objects=tuple(objects))

@@ -11,13 +11,18 @@ What a row matches:
 - ``reasons``: reason words; a trailing ``*`` matches a prefix; no reasons means any
   reason; the reason ``""`` is what a sacct answer carries (its Reason is stale for ended
   jobs, so it is never read);
-- ``when``: one named condition on the rest of the answer (:data:`CONDITIONS`).
+- ``when``: one named condition on the rest of the answer (:data:`CONDITIONS`);
+- ``versions``: the Slurm releases the row holds for (:class:`Versions`; default all).
+  Where a release changed what an answer means, the table has one row per meaning, each
+  with its releases, and the answer carries the release whose rules read it
+  (:func:`dispatch_slurm.version.rules_for` of the version read once per discovery).
 
-Sources differ, and the conditions know it: ``squeue``'s exit code is the raw wait status
-(137 stays 137) and its reason is current; ``sacct`` prints ``exit - 128`` for exits above
-128 (137 -> ``9:0``), keeps a stale reason for ended jobs, and is the only one to carry
-``DerivedExitCode`` settled and ``CANCELLED by <uid>``. squeue wins whenever it still
-lists the job; sacct answers for jobs slurmctld has forgotten.
+Sources differ, and the conditions know it: ``squeue``'s exit code is exact (137 stays
+137) and its reason is current; ``sacct`` before 25.11 prints ``exit - 128`` for exits
+above 128 (137 -> ``9:0``; 25.11's changelog: "Don't subtract 128 from sacct returned exit
+codes for the codes above 128"), keeps a stale reason for ended jobs, and is the only one
+to carry ``DerivedExitCode`` settled and ``CANCELLED by <uid>``. squeue wins whenever it
+still lists the job; sacct answers for jobs slurmctld has forgotten.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 from dispatch import Cause, CauseKind, Phase, Provenance
 
 from dispatch_slurm.parse import ExitStatus
+from dispatch_slurm.version import DEFAULT, SlurmVersion, release
 
 NO_EXIT = ExitStatus(0, 0)
 #: the signal Slurm 22.05 reports for a step the cgroup OOM killer ended (``0:125``)
@@ -52,6 +58,8 @@ class Answer:
     cancelled_by: int | None = None
     lost_nodes: str = ""
     raw_state: str = ""
+    #: the release whose rules read this answer (see the module docstring)
+    version: SlurmVersion = DEFAULT
 
     def words(self) -> str:
         """The answer verbatim, for ``Cause.detail``: Slurm's own words, labelled."""
@@ -90,6 +98,33 @@ CONDITIONS: Mapping[str, tuple[str, Callable[[Answer], bool]]] = {
 
 
 @dataclass(frozen=True)
+class Versions:
+    """The Slurm releases a row holds for: from ``since`` (included) to ``before``
+    (excluded); None is open."""
+
+    since: SlurmVersion | None = None
+    before: SlurmVersion | None = None
+
+    def holds(self, version: SlurmVersion) -> bool:
+        rel = version.release
+        if self.since is not None and rel < self.since:
+            return False
+        return self.before is None or rel < self.before
+
+    def __str__(self) -> str:
+        if self.since and self.before:
+            return f"{self.since} to before {self.before}"
+        if self.since:
+            return f"{self.since} and later"
+        if self.before:
+            return f"before {self.before}"
+        return "all"
+
+
+ALL = Versions()
+
+
+@dataclass(frozen=True)
 class Row:
     states: tuple[str, ...]
     reasons: tuple[str, ...]
@@ -99,9 +134,12 @@ class Row:
     provenance: Provenance | None
     why: str
     proof: tuple[str, ...] = field(default=())
+    versions: Versions = ALL
 
     def matches(self, a: Answer) -> bool:
         if a.state not in self.states:
+            return False
+        if not self.versions.holds(a.version):
             return False
         if self.reasons and not any(_reason_matches(p, a.reason) for p in self.reasons):
             return False
@@ -325,8 +363,22 @@ TABLE: tuple[Row, ...] = (
         E,
         K.NON_ZERO_EXIT,
         APP,
-        "the batch script exited non-zero (squeue: exact; sacct: exit-128 above 128)",
+        "the batch script exited non-zero (squeue: exact; sacct: exit-128 above 128, "
+        "so sacct's 9:0 may be an exit 137)",
         ("exit1", "exit137", "command-not-found-127", "srun-step-SIGKILL-rc-propagated"),
+        versions=Versions(before=release("25.11")),
+    ),
+    Row(
+        ("FAILED",),
+        (),
+        "exit-code",
+        E,
+        K.NON_ZERO_EXIT,
+        APP,
+        "the batch script exited non-zero (squeue and sacct: exact; sacct no longer "
+        "subtracts 128 above 128, so its 137:0 is an exit 137)",
+        ("exit1", "exit137", "command-not-found-127"),
+        versions=Versions(since=release("25.11")),
     ),
     Row(
         ("OUT_OF_MEMORY",),
@@ -366,8 +418,21 @@ TABLE: tuple[Row, ...] = (
         E,
         K.NODE_LOST,
         SCH,
-        "a node of the job failed and the job was not requeued",
+        "a node of the job failed and the job was not requeued (ExitCode 0:0)",
         ("node-down-norequeue-job", "slurmd-killed-node-not-responding"),
+        versions=Versions(before=release("24.11")),
+    ),
+    Row(
+        ("NODE_FAIL",),
+        (),
+        "any",
+        E,
+        K.NODE_LOST,
+        SCH,
+        "a node of the job failed and the job was not requeued; Slurm sets ExitCode 1:0 "
+        "on NODE_FAIL itself (24.11's changelog), so it is no exit code of the script",
+        ("node-down-norequeue-job", "slurmd-killed-node-not-responding"),
+        versions=Versions(since=release("24.11")),
     ),
     Row(
         ("BOOT_FAIL",),
@@ -462,9 +527,9 @@ def _match(a: Answer) -> tuple[int | None, dict[str, Any]]:
 def render_markdown() -> str:
     """The table as Markdown, for docs/mapping.md."""
     lines = [
-        "| # | Slurm state | reason | when | phase | cause kind | provenance | why "
-        "| proven on (captures) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| # | Slurm state | reason | when | Slurm releases | phase | cause kind | provenance "
+        "| why | proven on (captures) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, row in enumerate(TABLE):
         reasons = ", ".join(f"`{r}`" for r in row.reasons) or "any"
@@ -473,10 +538,10 @@ def render_markdown() -> str:
         proof = ", ".join(row.proof) or "(no capture)"
         lines.append(
             f"| {i} | {', '.join(row.states)} | {reasons} | {CONDITIONS[row.when][0]} | "
-            f"{row.phase.value} | {kind} | {prov} | {row.why} | {proof} |"
+            f"{row.versions} | {row.phase.value} | {kind} | {prov} | {row.why} | {proof} |"
         )
     lines.append(
-        "| - | anything else | any | always | running | unknown | scheduler | "
+        "| - | anything else | any | always | all | running | unknown | scheduler | "
         "no row matched: unknown, kept alive so no second execution starts beside it (S-4) | |"
     )
     return "\n".join(lines) + "\n"

@@ -41,6 +41,7 @@ from dispatch_slurm.parse import (
     parse_squeue,
 )
 from dispatch_slurm.tags import Tag, job_id_from_name, parse_comment
+from dispatch_slurm.version import DEFAULT, SlurmVersion, rules_for
 
 #: one list of the states a job is alive in: the classification table's (classify._ALIVE)
 ALIVE_STATES = frozenset(ALIVE)
@@ -95,7 +96,7 @@ def _unparsable(
     )
 
 
-def _history_answer(row: SacctRow) -> Answer:
+def _history_answer(row: SacctRow, version: SlurmVersion) -> Answer:
     return Answer(
         source="sacct",
         state=row.state,
@@ -103,6 +104,7 @@ def _history_answer(row: SacctRow) -> Answer:
         derived=row.derived,
         cancelled_by=row.cancelled_by,
         raw_state=row.raw_state,
+        version=version,
     )
 
 
@@ -114,10 +116,14 @@ def build_objects(
     at: datetime,
     steps_text: str = "",
     events_text: str = "",
+    version: SlurmVersion = DEFAULT,
 ) -> list[ObjectView]:
     """The objects of ``wanted`` jobs; ``steps_text``/``events_text`` are the answers to
-    :func:`dispatch_slurm.attribute.attribution_queries` (empty when none were needed)."""
+    :func:`dispatch_slurm.attribute.attribution_queries` (empty when none were needed);
+    ``version`` is the Slurm that printed them: its answers are parsed in that version's
+    form and classified with the rules of :func:`.version.rules_for` it."""
     found = parse_attribution(steps_text, events_text)
+    rules = rules_for(version)
     objects: list[ObjectView] = []
     current: dict[str, SqueueRow] = {}
     tags: dict[str, Tag] = {}
@@ -126,7 +132,7 @@ def build_objects(
         if not line.strip():
             continue
         try:
-            (row,) = parse_squeue(line)
+            (row,) = parse_squeue(line, version)
         except ParseError as exc:
             bad = _unparsable(line, "squeue", exc, wanted, at)
             if bad is None:
@@ -178,6 +184,7 @@ def build_objects(
                     nodes,
                     found,
                     at,
+                    rules,
                 )
             )
         except ParseError as exc:
@@ -213,6 +220,7 @@ def _object(
     nodes: dict[str, NodeRow] | None,
     found: Attribution,
     at: datetime,
+    rules: SlurmVersion = DEFAULT,
 ) -> ObjectView:
     # sacct -D lists incarnations in order: the first ``restarts`` ended in a requeue, the
     # next (if sacct has written it yet) is the current one
@@ -236,13 +244,14 @@ def _object(
                 last.cancelled_by if last is not None and last.state == "CANCELLED" else None
             ),
             lost_nodes=_lost_words(lost),
+            version=rules,
         )
         ended_at, started_at, ran_on = sq.ended, sq.started, sq.nodes
         submitted = sq.submitted
         restarts = sq.restarts
     else:
         assert last is not None  # an object comes from squeue or from at least one sacct row
-        answer = _history_answer(last)
+        answer = _history_answer(last, rules)
         ended_at, started_at, ran_on = last.ended, last.started, last.nodes
         submitted = last.submitted
         restarts = len(earlier)
@@ -255,7 +264,7 @@ def _object(
 
     executions: list[Execution] = []
     for index, row in enumerate(earlier):
-        earlier_cause = classify(_history_answer(row), at=row.ended).cause
+        earlier_cause = classify(_history_answer(row, rules), at=row.ended).cause
         if (
             index == len(earlier) - 1
             and sq is not None
@@ -265,7 +274,7 @@ def _object(
             earlier_cause = Cause(
                 kind=CauseKind.LAUNCH_FAILED,
                 provenance=Provenance.SCHEDULER,
-                detail=f"{_history_answer(row).words()}; squeue: Reason={sq.reason}",
+                detail=f"{_history_answer(row, rules).words()}; squeue: Reason={sq.reason}",
                 at=row.ended,
             )
         hosts = expand_hostlist(row.nodes)
@@ -341,7 +350,7 @@ def _settling(
     return ended_at is None or at - ended_at < SETTLE
 
 
-def running_any(squeue_text: str) -> bool:
+def running_any(squeue_text: str, version: SlurmVersion = DEFAULT) -> bool:
     """Whether any listed job is alive on nodes (then sinfo is asked about node health);
     read by the one squeue parser, never by column position."""
-    return any(row.state in ALIVE_STATES for row in parse_squeue(squeue_text))
+    return any(row.state in ALIVE_STATES for row in parse_squeue(squeue_text, version))

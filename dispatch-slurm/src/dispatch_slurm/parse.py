@@ -2,8 +2,20 @@
 
 Text output with explicit fields and a ``|`` delimiter, never ``--json``: in 22.05
 ``squeue --json`` ignores every filter (it returns all jobs) and ``sacct --json`` reports
-ordinary non-zero exits as success. The free-text field of each format is last, so a
-``|`` inside it cannot shift the others.
+ordinary non-zero exits as success, and no JSON schema spans 22.05 to 26.05. The
+free-text field of each format is last, so a ``|`` inside it cannot shift the others.
+The environment that would change these formats (``SQUEUE_FORMAT``, ``SACCT_FORMAT``,
+``SQUEUE_SORT``, ``SLURM_TIME_FORMAT``) is cleared for every call (:mod:`.runner`).
+
+Where a release changed a format, the parser is told the version (read once per
+discovery, :mod:`.version`) and reads that release's form only, never both:
+
+- ``squeue -O exit_code``: the raw wait status up to 22.05 (137 is ``35072``), Slurm's
+  ``exit:signal`` from 23.02 on (:data:`SQUEUE_EXIT_PAIRS_SINCE`);
+- a state is its first word (``CANCELLED by 0``: the word, and the uid apart); a state
+  word no table knows is kept verbatim, and classified ``unknown`` with Slurm's words;
+- ``(null)``, which squeue prints for an unset text field (more of them from 24.05), is
+  read as empty.
 
 A line that does not parse raises :class:`ParseError` naming the command, the line and
 what is wrong (S-36); the backend turns it into an ``unknown`` cause when it is about one
@@ -18,6 +30,8 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 from dispatch import BadInput
+
+from dispatch_slurm.version import DEFAULT, SlurmVersion, release
 
 #: ``squeue -O``: the fields, in order; Reason (free text) last.
 SQUEUE_FIELDS = (
@@ -50,6 +64,10 @@ SACCT_FIELDS = (
     "Comment",
 )
 _NO_TIME = {"", "Unknown", "N/A", "None", "NONE", "(null)"}
+#: the release from which ``squeue -O exit_code`` prints ``exit:signal`` (23.02's
+#: changelog: "align print format for exit and derived codes with that of other
+#: components"); before it, the raw wait status
+SQUEUE_EXIT_PAIRS_SINCE = release("23.02")
 # ASCII only: str.isdigit() accepts "²", which int() refuses
 _EXIT_PAIR = re.compile(r"([0-9]{1,9}):([0-9]{1,9})", re.ASCII)
 _INTEGER = re.compile(r"-?[0-9]{1,12}", re.ASCII)
@@ -183,6 +201,23 @@ def parse_wait_status(text: str, *, command: str = "squeue", line: str = "") -> 
     return ExitStatus((status >> 8) & 0xFF, status & 0x7F)
 
 
+def parse_squeue_exit(text: str, version: SlurmVersion, *, line: str = "") -> ExitStatus:
+    """``squeue -O exit_code`` in the form ``version`` prints it (see the module doc)."""
+    if version.release < SQUEUE_EXIT_PAIRS_SINCE:
+        return parse_wait_status(text, line=line)
+    text = text.strip()
+    if text in {"", "N/A", "(null)"}:
+        return ExitStatus(0, 0)
+    if _INTEGER.fullmatch(text) and int(text) < 0:  # requeued, no status yet
+        return ExitStatus(0, 0)
+    return parse_exit_pair(text, command="squeue", line=line)
+
+
+def _first_word(text: str) -> str:
+    words = text.split()
+    return words[0] if words else ""
+
+
 def _split(command: str, line: str, count: int) -> list[str]:
     parts = line.split("|", count - 1)
     if len(parts) != count:
@@ -198,11 +233,8 @@ def _int(command: str, line: str, text: str, what: str) -> int:
     return int(text)
 
 
-def _bounded_int(text: str | None) -> int | None:
-    return int(text) if text is not None else None
-
-
-def parse_squeue(text: str) -> list[SqueueRow]:
+def parse_squeue(text: str, version: SlurmVersion = DEFAULT) -> list[SqueueRow]:
+    """``squeue -h -O SQUEUE_FIELDS`` as ``version`` prints it."""
     rows = []
     for line in text.splitlines():
         if not line.strip():
@@ -212,14 +244,14 @@ def parse_squeue(text: str) -> list[SqueueRow]:
             SqueueRow(
                 job_id=f[0].strip(),
                 name=f[1],
-                state=f[2].strip(),
-                exit=parse_wait_status(f[3], line=line),
-                derived=parse_wait_status(f[4], line=line),
+                state=_first_word(f[2]),
+                exit=parse_squeue_exit(f[3], version, line=line),
+                derived=parse_squeue_exit(f[4], version, line=line),
                 restarts=_int("squeue", line, f[5], "restart count"),
                 submitted=parse_time(f[6], command="squeue", line=line),
                 started=parse_time(f[7], command="squeue", line=line),
                 ended=parse_time(f[8], command="squeue", line=line),
-                nodes=f[9].strip(),
+                nodes=f[9].strip() if f[9].strip() != "(null)" else "",
                 partition=f[10].strip(),
                 comment=f[11] if f[11] != "(null)" else "",
                 reason=f[12].rstrip("|").strip(),
@@ -229,24 +261,38 @@ def parse_squeue(text: str) -> list[SqueueRow]:
     return rows
 
 
-_STATE_BY = re.compile(r"^([A-Z_]+)(?: by ([0-9]{1,10}))?$", re.ASCII)
+_STATE_BY = re.compile(r"^(\S+)(?: by ([0-9]{1,10}))?$", re.ASCII)
+
+
+def _state(command: str, line: str, text: str) -> tuple[str, int | None]:
+    """A state field: its first word, and the uid of ``CANCELLED by <uid>``. Words this
+    adapter does not know are kept as they are (classified unknown); only an empty state
+    is refused."""
+    text = text.strip()
+    match = _STATE_BY.match(text)
+    if match:
+        return match.group(1), int(match.group(2)) if match.group(2) else None
+    word = _first_word(text)
+    if not word:
+        raise ParseError(command, line, f"bad state {text!r}")
+    return word, None
 
 
 def parse_sacct(text: str) -> list[SacctRow]:
+    """``sacct -P -n -X -D -o SACCT_FIELDS`` (every release 22.05-26.05 prints it alike;
+    what its exit codes mean changed in 25.11: see the classification table)."""
     rows = []
     for line in text.splitlines():
         if not line.strip():
             continue
         f = _split("sacct", line, len(SACCT_FIELDS))
-        match = _STATE_BY.match(f[2].strip())
-        if not match:
-            raise ParseError("sacct", line, f"bad state {f[2]!r}")
+        state, cancelled_by = _state("sacct", line, f[2])
         rows.append(
             SacctRow(
                 job_id=f[0].strip(),
                 name=f[1],
-                state=match.group(1),
-                cancelled_by=int(match.group(2)) if match.group(2) else None,
+                state=state,
+                cancelled_by=cancelled_by,
                 exit=parse_exit_pair(f[3], line=line),
                 derived=parse_exit_pair(f[4], line=line),
                 submitted=parse_time(f[5], command="sacct", line=line),
@@ -361,17 +407,17 @@ def parse_steps(text: str) -> list[StepRow]:
         if not dot:
             seen[job_id] = seen.get(job_id, 0) + 1
             continue
-        match = _STATE_BY.match(f[2].strip())
-        if not match or not job_id:
-            raise ParseError("sacct", line, f"bad step {raw!r} or state {f[2]!r}")
+        if not job_id:
+            raise ParseError("sacct", line, f"bad step {raw!r}")
+        state, cancelled_by = _state("sacct", line, f[2])
         rows.append(
             StepRow(
                 job_id=job_id,
                 step=step,
                 incarnation=max(seen.get(job_id, 1) - 1, 0),
                 name=f[1],
-                state=match.group(1),
-                cancelled_by=_bounded_int(match.group(2)),
+                state=state,
+                cancelled_by=cancelled_by,
                 exit=parse_exit_pair(f[3], line=line) if f[3].strip() else None,
                 tasks=_int("sacct", line, f[4], "task count") if f[4].strip() else None,
                 started=parse_time(f[5], command="sacct", line=line),

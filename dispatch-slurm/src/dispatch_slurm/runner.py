@@ -34,6 +34,17 @@ UNREACHABLE_MARKERS = (
 )
 
 DEFAULT_TIMEOUT = 30.0
+#: variables that change what squeue/sacct print (fields, order, time format): removed
+#: from the environment of every call, so the pinned formats are what comes back
+FORMAT_VARIABLES = (
+    "SQUEUE_FORMAT",
+    "SQUEUE_FORMAT2",
+    "SQUEUE_SORT",
+    "SACCT_FORMAT",
+    "SINFO_FORMAT",
+    "SINFO_SORT",
+    "SLURM_TIME_FORMAT",
+)
 
 
 @dataclass(frozen=True)
@@ -82,7 +93,7 @@ class Runner:
         """Run one command. Never raises for a non-zero exit: callers read the result.
 
         ``env`` is added to this process's environment, or replaces it when
-        ``inherit_env`` is False.
+        ``inherit_env`` is False; :data:`FORMAT_VARIABLES` are removed from either.
 
         :raises Unreachable: timeout, command missing, or (when ``check_unreachable``)
             a non-zero exit whose stderr says the controller or slurmdbd did not answer.
@@ -95,12 +106,9 @@ class Runner:
         with self._lock:
             self.calls += 1
             self.calls_by_command[argv[0]] = self.calls_by_command.get(argv[0], 0) + 1
-        full_env = None
-        if not inherit_env:
-            full_env = dict(env or {})
-        elif env:
-            full_env = dict(os.environ)
-            full_env.update(env)
+        full_env = dict(env or {}) if not inherit_env else {**os.environ, **(env or {})}
+        for variable in FORMAT_VARIABLES:
+            full_env.pop(variable, None)
         try:
             done = subprocess.run(
                 command,
