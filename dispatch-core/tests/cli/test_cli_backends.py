@@ -55,3 +55,27 @@ def test_backends_text_shows_each_backends_own_windows_S31(tmp_path: Path) -> No
     assert "node-loss window  1 min" in aaa and "no-capacity 2 h" in aaa
     assert "node-loss window  5 min" in zzz and "no-capacity 45 s" in zzz
     assert "5 min" not in aaa and "45 s" not in aaa
+
+
+class Described(Windowed):
+    @hookimpl
+    def dispatch_declare(self) -> Declarations:
+        return Declarations(
+            name=self.name,
+            description="WARNING: scheduler 9.1 is not a tested version",
+            node_loss_window=timedelta(seconds=self.loss),
+            reports=frozenset({CauseKind.NONE}),
+        )
+
+
+def test_backends_text_shows_a_backends_description_with_its_warning(tmp_path: Path) -> None:
+    registry = Registry.from_plugins(
+        {"aaa": Windowed("aaa", 60, 60), "bbb": Described("bbb", 60, 60)}
+    )
+    out = CliRunner().invoke(
+        cli, ["backends"], obj=Context(f"sqlite://{tmp_path / 'r.db'}", registry=registry)
+    )
+    assert out.exit_code == 0, out.output
+    aaa, bbb = out.stdout.split("bbb  (")
+    assert "about" not in aaa
+    assert "  about             WARNING: scheduler 9.1 is not a tested version" in bbb

@@ -47,10 +47,10 @@ def backend_text(backend: Backend) -> str:
 
     decl = backend.declarations
     d = decl.model_dump(mode="json")
-    lines = [
-        f"{backend.name}  ({backend.distribution or 'registered directly'} {backend.version})",
-        f"  node-loss window  {_seconds(decl.node_loss_window.total_seconds())}",
-    ]
+    lines = [f"{backend.name}  ({backend.distribution or 'registered directly'} {backend.version})"]
+    if decl.description:  # an adapter's warning (a scheduler version never tested) is here
+        lines.append(f"  about             {decl.description}")
+    lines.append(f"  node-loss window  {_seconds(decl.node_loss_window.total_seconds())}")
     if decl.pending_windows:
         windows = ", ".join(
             f"{k.value} {_seconds(v.total_seconds())}"
