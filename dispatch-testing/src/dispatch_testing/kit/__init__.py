@@ -17,6 +17,9 @@ The package:
 - ``local_harness``: the harness of dispatch-core's ``local`` backend.
 """
 
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from dispatch_testing.kit.harness import (
     EXPECTED,
     GROUP,
@@ -27,8 +30,19 @@ from dispatch_testing.kit.harness import (
     Scenario,
     required_scenarios,
 )
-from dispatch_testing.kit.suite import BackendConformance
-from dispatch_testing.kit.view import Kit, KitError, check_discovery
+
+if TYPE_CHECKING:
+    from dispatch_testing.kit.suite import BackendConformance
+    from dispatch_testing.kit.view import Kit, KitError, check_discovery
+
+#: imported when first asked for: the plugin, loaded by every pytest run, imports this
+#: package, and a run that does not use the kit needs neither the suite nor the view
+_LAZY = {
+    "BackendConformance": "dispatch_testing.kit.suite",
+    "Kit": "dispatch_testing.kit.view",
+    "KitError": "dispatch_testing.kit.view",
+    "check_discovery": "dispatch_testing.kit.view",
+}
 
 __all__ = [
     "EXPECTED",
@@ -44,3 +58,9 @@ __all__ = [
     "check_discovery",
     "required_scenarios",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

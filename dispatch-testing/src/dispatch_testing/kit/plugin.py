@@ -19,10 +19,14 @@ The plugin uses the suite and the kit's view; neither imports the plugin.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from dispatch_testing.kit.view import Kit
 
 #: the module ``dispatch-conformance`` and ``--dispatch-backend`` collect
 SUITE = Path(__file__).with_name("conformance_tests.py")
@@ -118,15 +122,17 @@ def _override_problems(config: pytest.Config, cls: type) -> list[str]:
     return problems
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    from dispatch_testing.kit.view import KITS
+def _started(config: pytest.Config) -> list[Kit]:
+    """The kits this run started; none (and nothing imported) when the kit was not used."""
+    view = sys.modules.get("dispatch_testing.kit.view")
+    return [] if view is None else list(config.stash.get(view.KITS, {}).values())
 
-    for kit in config.stash.get(KITS, {}).values():
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    for kit in _started(config):
         terminalreporter.write_line(kit.summary())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from dispatch_testing.kit.view import KITS
-
-    for kit in config.stash.get(KITS, {}).values():
+    for kit in _started(config):
         kit.close()
