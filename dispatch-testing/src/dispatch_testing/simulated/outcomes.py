@@ -1,6 +1,8 @@
-"""How an execution of the simulated scheduler ends: :class:`Outcome`, and one helper
-per ending a test scripts with :meth:`SimScheduler.plan` (``succeed``, ``exit_with``,
-``preempted`` by the operator's hand, ``node_loss``...)."""
+"""How an execution of the simulated scheduler ends: :class:`Outcome`, and a helper per
+ending a test scripts with :meth:`SimScheduler.plan` (``succeed``, ``exit_with``,
+``killed_by_signal``, ``out_of_memory``, ``launch_failure``, ``node_loss``, ``rank_fails``,
+``runs_forever``). A preemption, an admin's cancel or hold are the operator's hand
+(:mod:`.faults`), not a scripted ending."""
 
 from __future__ import annotations
 
