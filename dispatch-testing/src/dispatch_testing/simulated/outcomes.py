@@ -1,8 +1,8 @@
 """How an execution of the simulated scheduler ends: :class:`Outcome`, and a helper per
 ending a test scripts with :meth:`SimScheduler.plan` (``succeed``, ``exit_with``,
 ``killed_by_signal``, ``out_of_memory``, ``launch_failure``, ``node_loss``, ``rank_fails``,
-``runs_forever``). A preemption, an admin's cancel or hold are the operator's hand
-(:mod:`.faults`), not a scripted ending."""
+``runs_forever``); any other word is an ``Outcome`` of its own. What the operator does
+to a running object (preempt, lose a node, cancel or hold it) is in :mod:`.faults`."""
 
 from __future__ import annotations
 
