@@ -41,12 +41,14 @@ _WHERE: dict[str, str] = {
     "Launcher": "dispatch.model.enums",
     "Level": "dispatch.model.enums",
     "LogChunk": "dispatch.logs",
+    "LogSelection": "dispatch.model.selection",
     "NotAllowed": "dispatch.model.errors",
     "ObjectView": "dispatch.model.discovery",
     "OpenGate": "dispatch.core.effects",
     "Outcome": "dispatch.core.job",
     "Phase": "dispatch.model.enums",
     "Plan": "dispatch.core.policy",
+    "Prepared": "dispatch.model.prepared",
     "PolicyError": "dispatch.model.errors",
     "Provenance": "dispatch.model.enums",
     "RecordConflict": "dispatch.model.errors",
@@ -57,6 +59,7 @@ _WHERE: dict[str, str] = {
     "Rule": "dispatch.core.policy",
     "State": "dispatch.model.enums",
     "Status": "dispatch.core.status",
+    "Stream": "dispatch.model.enums",
     "Stop": "dispatch.core.effects",
     "Submission": "dispatch.core.job",
     "SubmissionStatus": "dispatch.core.status",
@@ -132,6 +135,7 @@ if TYPE_CHECKING:
     from dispatch.model.enums import Provenance as Provenance
     from dispatch.model.enums import Resolution as Resolution
     from dispatch.model.enums import State as State
+    from dispatch.model.enums import Stream as Stream
     from dispatch.model.errors import BackendBroken as BackendBroken
     from dispatch.model.errors import BadInput as BadInput
     from dispatch.model.errors import DecodeError as DecodeError
@@ -144,6 +148,8 @@ if TYPE_CHECKING:
     from dispatch.model.errors import UnknownJob as UnknownJob
     from dispatch.model.errors import Unreachable as Unreachable
     from dispatch.model.events import Event as Event
+    from dispatch.model.prepared import Prepared as Prepared
+    from dispatch.model.selection import LogSelection as LogSelection
     from dispatch.model.spec import JobSpec as JobSpec
     from dispatch.model.spec import Resources as Resources
     from dispatch.plugin import hookimpl as hookimpl

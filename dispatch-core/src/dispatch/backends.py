@@ -22,33 +22,27 @@ import pluggy
 
 from dispatch import hookspecs
 from dispatch.core.cause import Cause
+from dispatch.model import errors
 from dispatch.model.declarations import Declarations
 from dispatch.model.discovery import Discovery
 from dispatch.model.enums import Capability
 from dispatch.model.errors import (
     BackendBroken,
     BackendFailed,
-    BadInput,
     DispatchError,
-    SubmitRefused,
     UnknownBackend,
-    Unreachable,
 )
+from dispatch.model.prepared import Prepared
+from dispatch.model.selection import LogSelection
 from dispatch.model.spec import JobSpec
 
 GROUP = "dispatch.backends"
 
-#: The exceptions each hook's spec documents (``hookspecs.py``): they pass through the
-#: boundary as raised. ``Unreachable`` is documented for every hook that asks the scheduler.
+#: The exceptions each hook's spec documents (its ``:raises X:`` lines in ``hookspecs.py``):
+#: they pass through the boundary as raised; anything else is the backend's fault.
 DOCUMENTED: dict[str, tuple[type[BaseException], ...]] = {
-    "dispatch_declare": (),
-    "dispatch_discover": (Unreachable,),
-    "dispatch_submit": (Unreachable, SubmitRefused),
-    "dispatch_open_gate": (Unreachable,),
-    "dispatch_stop": (Unreachable,),
-    "dispatch_validate": (BadInput,),
-    "dispatch_render": (BadInput,),
-    "dispatch_logs": (Unreachable, BadInput),
+    hook: tuple(getattr(errors, name) for name in hookspecs.raises(hook))
+    for hook in hookspecs.HOOKS
 }
 
 
@@ -74,10 +68,18 @@ class Backend:
             manager.check_pending()
         except (pluggy.PluginValidationError, ValueError) as exc:
             raise BackendBroken(f"backend {name!r} does not match the hook specs: {exc}") from exc
-        missing = [spec for spec in _HOOKS if not getattr(manager.hook, spec).get_hookimpls()]
+        self._hook = manager.hook
+        missing = [hook for hook in hookspecs.hooks_needed("always") if not self.implements(hook)]
+        prepared = [self.implements(hook) for hook in hookspecs.hooks_needed("prepared")]
+        if any(prepared) and not all(prepared):
+            missing += [h for h in hookspecs.hooks_needed("prepared") if not self.implements(h)]
+        elif not all(prepared) and not self.implements("dispatch_submit"):
+            missing.append("dispatch_submit (or dispatch_prepare and dispatch_send)")
         if missing:
             raise BackendBroken(f"backend {name!r} does not implement {', '.join(missing)}")
-        self._hook = manager.hook
+
+    def implements(self, hook: str) -> bool:
+        return bool(getattr(self._hook, hook).get_hookimpls())
 
     def _call(self, hook: str, **kwargs: Any) -> Any:
         try:
@@ -108,8 +110,14 @@ class Backend:
             raise BackendBroken(
                 f"backend registered as {self.name!r} declares the name {result.name!r}"
             )
+        if result.api_version > hookspecs.API_VERSION:
+            raise BackendBroken(
+                f"backend {self.name!r} is written for version {result.api_version} of the "
+                f"hook contract; this dispatch knows version {hookspecs.API_VERSION} "
+                "(upgrade dispatch-core)"
+            )
         for capability, hook in _HOOKS_FOR.items():
-            if capability in result.capabilities and not getattr(self._hook, hook).get_hookimpls():
+            if capability in result.capabilities and not self.implements(hook):
                 raise BackendBroken(
                     f"backend {self.name!r} declares {capability.value!r} but does not "
                     f"implement {hook}"
@@ -122,12 +130,37 @@ class Backend:
             raise self._wrong("dispatch_discover", type(result).__name__, "a Discovery")
         return result
 
+    @property
+    def prepares(self) -> bool:
+        """Whether the backend builds what it sends with ``dispatch_prepare``."""
+        return self.implements("dispatch_prepare")
+
     def submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        """Prepare and send (or, for a backend without ``dispatch_prepare``, submit)."""
+        if self.prepares:
+            return self.send(self.prepare(job_id, submission, spec, gated))
         result = self._call(
             "dispatch_submit", job_id=job_id, submission=submission, spec=spec, gated=gated
         )
+        return self._object_id("dispatch_submit", result)
+
+    def prepare(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> Prepared:
+        result = self._call(
+            "dispatch_prepare", job_id=job_id, submission=submission, spec=spec, gated=gated
+        )
+        if not isinstance(result, Prepared):
+            raise self._wrong("dispatch_prepare", type(result).__name__, "a Prepared")
+        made = (result.backend, result.job_id, result.submission, result.gated)
+        if made != (self.name, job_id, submission, gated):
+            raise self._wrong("dispatch_prepare", made, f"one for {job_id!r} #{submission}")
+        return result
+
+    def send(self, prepared: Prepared) -> str:
+        return self._object_id("dispatch_send", self._call("dispatch_send", prepared=prepared))
+
+    def _object_id(self, hook: str, result: object) -> str:
         if not isinstance(result, str) or not result:
-            raise self._wrong("dispatch_submit", result, "an object id (a non-empty str)")
+            raise self._wrong(hook, result, "an object id (a non-empty str)")
         return result
 
     def open_gate(self, object_id: str) -> None:
@@ -140,44 +173,24 @@ class Backend:
         self._call("dispatch_validate", spec=spec)
 
     def render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str | None:
-        """None when the backend does not implement the optional hook."""
+        """The deprecated ``dispatch_render``'s text; None when it is not implemented."""
         result = self._call(
             "dispatch_render", job_id=job_id, submission=submission, spec=spec, gated=gated
         )
         return None if result is None else str(result)
 
-    def logs(
-        self,
-        job_id: str,
-        submission: int,
-        object_id: str,
-        *,
-        stream: str = "stdout",
-        node: str | None = None,
-        rank: int | None = None,
-        offset: int = 0,
-    ) -> Iterable[bytes]:
-        result = self._call(
-            "dispatch_logs",
-            job_id=job_id,
-            submission=submission,
-            object_id=object_id,
-            stream=stream,
-            node=node,
-            rank=rank,
-            offset=offset,
-        )
+    def logs(self, object_id: str, selection: LogSelection) -> Iterable[bytes]:
+        """One object's output; ``selection`` names its job and submission."""
+        if selection.job_id is None or selection.submission is None:
+            raise ValueError("logs: the selection names no job and submission (use .of())")
+        result = self._call("dispatch_logs", object_id=object_id, selection=selection)
         return () if result is None else result
 
 
-_HOOKS = (
-    "dispatch_declare",
-    "dispatch_discover",
-    "dispatch_submit",
-    "dispatch_stop",
-)
-#: hooks a backend needs only when it declares the capability
-_HOOKS_FOR = {Capability.GATING: "dispatch_open_gate", Capability.LOGS: "dispatch_logs"}
+#: hooks a backend needs exactly when it declares the capability (from their ``needed``)
+_HOOKS_FOR = {
+    Capability(when): hook for when in ("gating", "logs") for hook in hookspecs.hooks_needed(when)
+}
 
 
 @dataclass(frozen=True)

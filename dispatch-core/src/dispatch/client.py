@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from dispatch.handle import JobHandle, WaitTimeout
 from dispatch.inputs import build_resources, check_text, default_name, text_pairs
-from dispatch.model.errors import BadInput, Unreachable
+from dispatch.model.errors import BadInput, SubmitRefused, Unreachable
 
 if TYPE_CHECKING:
     from dispatch.backends import Backend, Registry
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from dispatch.core.job import Job
     from dispatch.core.policy import Plan, RecoveryPolicy
     from dispatch.core.status import Status
+    from dispatch.model.prepared import Prepared
     from dispatch.model.spec import JobSpec, Resources
     from dispatch.notify import Notifier
     from dispatch.store.base import JobSummary, RecordStore
@@ -74,9 +75,13 @@ class DryRun:
     backend: str
     spec: JobSpec
     plan: Plan
-    #: The backend's own rendering (sbatch script, manifest, runner argv), or None when
-    #: the backend does not implement ``dispatch_render``.
-    rendered: str | None
+    #: Exactly what the first submission would send (the sbatch argv and script, the
+    #: TrainJob and its runtime copy, the local runner's command and environment), or
+    #: None for a backend without ``dispatch_prepare``.
+    prepared: Prepared | None
+    #: The text of the deprecated ``dispatch_render`` of a backend without
+    #: ``dispatch_prepare``, if it has that hook.
+    rendered: str | None = None
 
 
 def current_actor() -> str:
@@ -391,7 +396,8 @@ class Client:
         **spec: Any,
     ) -> DryRun:
         """What :meth:`submit` would record and what its first submission would send,
-        checked the same way; records nothing and contacts no scheduler."""
+        checked the same way; records nothing and changes nothing at the scheduler (a
+        backend may read it to prepare, e.g. the runtime a TrainJob copies)."""
         return self.dry_run_spec(self.spec(command, **spec), backend=backend, policy=policy)
 
     def dry_run_spec(
@@ -405,8 +411,15 @@ class Client:
         native = frozenset(b.rule.action for b in plan.bindings if b.enforcer is Enforcer.BACKEND)
         spec = spec.model_copy(update={"native_actions": native})
         job_id = new_job_id()
-        rendered = self.registry.get(backend_name).render(job_id, 1, spec, False)
-        return DryRun(job_id, backend_name, spec, plan, rendered)
+        chosen = self.registry.get(backend_name)
+        if chosen.prepares:
+            try:
+                prepared = chosen.prepare(job_id, 1, spec, False)
+            except SubmitRefused as exc:
+                raise BadInput(f"{backend_name} would refuse this job: {exc.detail}") from exc
+            return DryRun(job_id, backend_name, spec, plan, prepared)
+        rendered = chosen.render(job_id, 1, spec, False)
+        return DryRun(job_id, backend_name, spec, plan, None, rendered)
 
     # ------------------------------------------------------------------ finding jobs
     def job(self, job_id: str) -> JobHandle:

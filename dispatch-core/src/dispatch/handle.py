@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from dispatch.core.job import Job, Transition
     from dispatch.core.status import Status
     from dispatch.logs import LogChunk
+    from dispatch.model.enums import Stream
     from dispatch.supervisor import TickReport
 
 
@@ -176,7 +177,7 @@ class JobHandle:
         self,
         *,
         submission: int | None = None,
-        stream: str = "stdout",
+        stream: str | Stream = "stdout",
         node: str | None = None,
         rank: int | None = None,
         tail: int | None = None,
@@ -190,17 +191,14 @@ class JobHandle:
         job ends or is held.
         """
         from dispatch.logs import job_logs
+        from dispatch.model.selection import LogSelection, as_stream
 
-        return job_logs(
-            self,
-            submission=submission,
-            stream=stream,
-            node=node,
-            rank=rank,
-            tail=tail,
-            follow=follow,
-            interval=interval,
+        asked = LogSelection(
+            stream=as_stream(stream), node=node, rank=rank, submission=submission, tail=tail
         )
+        job = self.record()
+        backend = self.client.backend(job.backend)
+        return job_logs(job, backend, self.status, asked, follow=follow, interval=interval)
 
 
 def _pinned(make: Callable[[Job, int | None], list[Any]]) -> Callable[[Job], list[Any]]:

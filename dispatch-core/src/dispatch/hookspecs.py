@@ -1,22 +1,39 @@
-"""Hook specifications: what a backend implements (S-30).
+"""The adapter contract: every hook a backend implements, stated once, here (S-30).
 
 A backend is one plugin object registered under the entry-point group
-``dispatch.backends`` (see :mod:`dispatch.plugin` for the tutorial). dispatch gives every
-backend its own plugin manager, so a hook call reaches exactly the backend the user named;
-an implementation never checks "is this call for me?". Every hook is ``firstresult``: the
-backend's answer is the call's value.
+``dispatch.backends`` (:mod:`dispatch.plugin` is the one-page tutorial). dispatch gives
+every backend its own plugin manager, so a hook call reaches exactly the backend the user
+named; an implementation never checks "is this call for me?". Every hook is
+``firstresult``: the backend's answer is the call's value.
+
+Everything else is derived from this module: :data:`dispatch.backends.DOCUMENTED` (the
+exceptions that pass through the error boundary) from each hook's ``:raises X:`` lines,
+which hooks a backend must implement from each hook's ``needed``, and the hook table of
+``docs/adapters.md`` from :func:`contract_table` (a test keeps the page in step).
 
 Errors every hook may raise:
 
 - :class:`dispatch.Unreachable` when the scheduler cannot be reached (timeouts, refused
-  connections, a controller that is down). Never return a state for it (S-5).
-- any other exception is a bug in the backend, reported with the backend's name.
+  connections, a controller that is down), for each hook that says so. Never return a
+  state for it (S-5).
+- any other exception (and any exception a hook does not document) is a bug in the
+  backend, reported with the backend's name and the hook (``BackendFailed``).
+
+Versions and deprecation. :data:`API_VERSION` is this contract's version; a backend says
+which one it was written against in ``Declarations.api_version`` and is refused at load
+when that is newer than this dispatch. A hook is deprecated, never removed at once: its
+spec stays here with pluggy's ``warn_on_impl`` (a ``DeprecationWarning`` naming its
+replacement, shown when a backend implementing it is loaded), its ``needed`` becomes
+``"deprecated"``, the core goes on calling it for a backend that lacks the replacement,
+and the table says so; it is removed only in a later ``API_VERSION``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+import inspect
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pluggy
 
@@ -24,17 +41,51 @@ if TYPE_CHECKING:
     from dispatch.core.cause import Cause
     from dispatch.model.declarations import Declarations
     from dispatch.model.discovery import Discovery
+    from dispatch.model.prepared import Prepared
+    from dispatch.model.selection import LogSelection
     from dispatch.model.spec import JobSpec
 
 PROJECT = "dispatch"
+#: The contract's version. 1: ``dispatch_submit``, ``dispatch_render`` and a
+#: seven-parameter ``dispatch_logs``; 2: ``dispatch_prepare``/``dispatch_send``, and
+#: ``dispatch_logs(object_id, selection)``.
+API_VERSION = 2
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 
+F = TypeVar("F", bound=Callable[..., Any])
 
+#: What ``needed`` says, in the words of the table.
+NEEDED = {
+    "always": "always",
+    "submit": "always, unless dispatch_prepare and dispatch_send",
+    "prepared": "dispatch_prepare and dispatch_send together, instead of dispatch_submit",
+    "gating": "with the gating capability (and only then)",
+    "logs": "with the logs capability (and only then)",
+    "optional": "optional",
+    "deprecated": "deprecated",
+}
+
+
+def needed(when: str) -> Callable[[F], F]:
+    """When a backend must implement the hook (a key of :data:`NEEDED`); a capability
+    name means: exactly when the backend declares that capability."""
+    if when not in NEEDED:
+        raise ValueError(f"needed: {when!r} is not one of {', '.join(NEEDED)}")
+
+    def mark(spec: F) -> F:
+        spec.dispatch_needed = when  # type: ignore[attr-defined]
+        return spec
+
+    return mark
+
+
+@needed("always")
 @hookspec(firstresult=True)
 def dispatch_declare() -> Declarations:  # type: ignore[empty-body]
     """Describe the backend: its name, node-loss window, pending windows, natively
-    enforced actions, the cause kinds it can report, its capabilities and options.
+    enforced actions, the cause kinds it can report, its capabilities and options, and
+    the ``api_version`` of this contract it was written against.
 
     Called once when the backend is loaded and bound into every plan. Must not contact the
     scheduler: ``dispatch backends`` lists declarations on a machine with no cluster.
@@ -43,13 +94,14 @@ def dispatch_declare() -> Declarations:  # type: ignore[empty-body]
     """
 
 
+@needed("always")
 @hookspec(firstresult=True)
 def dispatch_discover(job_ids: Sequence[str]) -> Discovery:  # type: ignore[empty-body]
     """Show what the scheduler knows now about every object of these jobs, in one go.
 
     :param job_ids: dispatch job ids, at most ``Declarations.max_discovery_batch`` of them.
         The cost must not grow in scheduler calls with their number (S-32): one listing,
-        filtered by the tags :func:`dispatch_submit` put on the objects.
+        filtered by the tags the submit put on the objects.
     :return: a :class:`dispatch.Discovery` stamped with the time it was taken. Ids the
         scheduler does not know are absent, not errors. Every object the scheduler still
         lists is present, ended ones included, with every execution it can tell about.
@@ -59,11 +111,15 @@ def dispatch_discover(job_ids: Sequence[str]) -> Discovery:  # type: ignore[empt
     """
 
 
+@needed("submit")
 @hookspec(firstresult=True)
 def dispatch_submit(  # type: ignore[empty-body]
     job_id: str, submission: int, spec: JobSpec, gated: bool
 ) -> str:
-    """Create the scheduler object for submission ``submission`` of job ``job_id``.
+    """Create the scheduler object for submission ``submission`` of job ``job_id``, in
+    one step. A backend implements this or the pair :func:`dispatch_prepare` and
+    :func:`dispatch_send`, which dispatch prefers (the dry run then prints exactly what
+    is sent); with this hook alone ``dispatch submit --dry-run`` prints the spec.
 
     :param spec: what to run and with which resources; ``spec.options`` holds only names
         the declarations list.
@@ -74,22 +130,57 @@ def dispatch_submit(  # type: ignore[empty-body]
         :func:`dispatch_discover` finds it by job id and submission number even if this
         return value is lost (a crash right after submitting, S-34).
     :raises SubmitRefused: the scheduler refused it; ``detail`` holds its words verbatim.
-        Also the refusal of a spec asking for a capability the declarations lack (nodes > 1
-        without ``multi-node``, GPUs, a time limit, ``exclude_nodes``, ``gated``): the
-        core checks capabilities before recording, this is the last line, and the kit
-        requires ``SubmitRefused`` for it. dispatch records a refusal as a failed
-        submission with those words; any other error but ``Unreachable`` is a fault in the
-        backend, recorded as a failed submission too (``BackendFailed`` naming the hook),
-        never retried for ever. (An object
-        the scheduler accepted and then failed to start is discovered as ended with
-        ``launch-failed`` instead.)
+        dispatch records a refusal as a failed submission with those words; any other
+        error but ``Unreachable`` is a fault in the backend, recorded as a failed
+        submission too (``BackendFailed`` naming the hook), never retried for ever. (An
+        object the scheduler accepted and then failed to start is discovered as ended
+        with ``launch-failed`` instead.)
+    :raises Unreachable: the scheduler could not be asked; dispatch asks again later.
 
-    ``spec.script`` is the text of a script file, not a path: run it by its own ``#!``
-    line, never through ``sh``. ``spec.exclude_nodes`` (with the ``exclude-nodes``
-    capability) names nodes the object must keep off (S-43).
+    The core never hands a backend a spec asking for a capability its declarations lack
+    (nodes > 1 without ``multi-node``, GPUs, a time limit, ``exclude_nodes``, ``gated``):
+    it refuses such a job before recording it. ``spec.script`` is the text of a script
+    file, not a path: run it by its own ``#!`` line, never through ``sh``.
+    ``spec.exclude_nodes`` (with the ``exclude-nodes`` capability) names nodes the object
+    must keep off (S-43).
     """
 
 
+@needed("prepared")
+@hookspec(firstresult=True)
+def dispatch_prepare(  # type: ignore[empty-body]
+    job_id: str, submission: int, spec: JobSpec, gated: bool
+) -> Prepared:
+    """Build what submission ``submission`` of job ``job_id`` sends, sending nothing.
+
+    The one place a backend turns a spec into what its scheduler receives (the sbatch
+    argv, batch script and environment; the TrainJob and its runtime copy; the local
+    runner's command and environment): :func:`dispatch_send` sends exactly the result and
+    ``dispatch submit --dry-run`` prints it, so a dry run is what is sent. It may read
+    the scheduler (a runtime's definition) but never changes anything there or on disk.
+
+    :param spec: the spec as it will be sent (``native_actions`` set); the arguments
+        mean what they mean for :func:`dispatch_submit`.
+    :return: a :class:`dispatch.Prepared` for this backend, job and submission.
+    :raises SubmitRefused: the spec cannot be sent as it is (words a user can act on);
+        dispatch records it as a refused submission, and a dry run shows the words.
+    :raises Unreachable: what the preparation reads could not be read now.
+    """
+
+
+@needed("prepared")
+@hookspec(firstresult=True)
+def dispatch_send(prepared: Prepared) -> str:  # type: ignore[empty-body]
+    """Create the scheduler object from ``prepared``, exactly as it is.
+
+    :param prepared: what :func:`dispatch_prepare` of this backend built, unchanged.
+    :return: the scheduler's object id, tagged as :func:`dispatch_submit` says.
+    :raises SubmitRefused: the scheduler refused it; ``detail`` holds its words verbatim.
+    :raises Unreachable: the scheduler could not be asked; dispatch asks again later.
+    """
+
+
+@needed("gating")
 @hookspec(firstresult=True)
 def dispatch_open_gate(object_id: str) -> None:
     """Let a gated object start (Slurm ``scontrol release``, TrainJob ``suspend: false``).
@@ -100,13 +191,14 @@ def dispatch_open_gate(object_id: str) -> None:
     checks it) and leaves the hook out; declaring ``gating`` without it is refused when
     the backend is loaded.
 
-    :param object_id: the id :func:`dispatch_submit` returned (or discovery showed).
+    :param object_id: the id the submit returned (or discovery showed).
     :return: None. Idempotent: opening an open gate, or the gate of an ended or unknown
         object, is not an error.
     :raises Unreachable: the scheduler could not be asked; dispatch asks again next tick.
     """
 
 
+@needed("always")
 @hookspec(firstresult=True)
 def dispatch_stop(object_id: str, cause: Cause) -> None:
     """Stop an object and all its executions, within a bounded time.
@@ -122,11 +214,7 @@ def dispatch_stop(object_id: str, cause: Cause) -> None:
     """
 
 
-# Optional hooks: a backend may leave them out; dispatch then does without (no validation
-# beyond the declarations, no dry-run rendering) or refuses (``logs`` without the ``logs``
-# capability).
-
-
+@needed("optional")
 @hookspec(firstresult=True)
 def dispatch_validate(spec: JobSpec) -> None:
     """Refuse a spec this backend cannot run, before anything is recorded (optional).
@@ -140,44 +228,87 @@ def dispatch_validate(spec: JobSpec) -> None:
     """
 
 
-@hookspec(firstresult=True)
+@needed("deprecated")
+@hookspec(
+    firstresult=True,
+    warn_on_impl=DeprecationWarning(
+        "dispatch_render is deprecated since api_version 2: implement dispatch_prepare "
+        "and dispatch_send, whose Prepared the dry run prints"
+    ),
+)
 def dispatch_render(  # type: ignore[empty-body]
     job_id: str, submission: int, spec: JobSpec, gated: bool
 ) -> str:
-    """Exactly what :func:`dispatch_submit` would send, as text, sending nothing (optional).
+    """What :func:`dispatch_submit` would send, as text, sending nothing (deprecated:
+    replaced by :func:`dispatch_prepare`, whose result is both shown and sent).
 
-    ``dispatch submit --dry-run`` prints it: the sbatch script and argv, the TrainJob
-    manifest as YAML, the local runner's argv and environment. Must not contact the
-    scheduler.
+    Still called by ``dispatch submit --dry-run`` for a backend without
+    :func:`dispatch_prepare`. Must not contact the scheduler.
 
-    :param spec: the spec as :func:`dispatch_submit` would get it (``native_actions`` set).
-    :return: the text; a backend without this hook makes ``--dry-run`` print the spec only.
+    :param spec: the spec as the submit would get it (``native_actions`` set).
+    :return: the text the dry run prints.
+    :raises BadInput: the spec cannot be rendered, in words a user can act on.
     """
 
 
+@needed("logs")
 @hookspec(firstresult=True)
 def dispatch_logs(  # type: ignore[empty-body]
-    job_id: str,
-    submission: int,
-    object_id: str,
-    stream: str,
-    node: str | None,
-    rank: int | None,
-    offset: int,
+    object_id: str, selection: LogSelection
 ) -> Iterable[bytes]:
     """What one submission printed, every execution of it in order, in chunks (S-46).
 
-    Implemented by a backend that declares the ``logs`` capability (and only by one).
-
     :param object_id: the submission's scheduler object (from the record or a discovery).
-    :param stream: ``"stdout"`` or ``"stderr"``.
-    :param node: only what tasks on this node printed (None: all nodes, in node order).
-    :param rank: only what this rank printed (None: every rank).
-    :param offset: bytes of this selection already read, to skip: ``dispatch logs
-        --follow`` asks again from where it stopped, so the backend never needs state.
+    :param selection: a :class:`dispatch.LogSelection` the core already checked:
+        ``job_id`` and ``submission`` name the object's job and submission; ``stream``
+        (a :class:`dispatch.Stream`), ``node`` or ``rank`` narrow it; ``offset`` bytes
+        of it were read already and are skipped (``dispatch logs --follow`` asks again
+        from where it stopped, so the backend never needs state). ``tail`` is applied by
+        the core.
     :return: chunks of bytes, lazily (a generator), so a large log streams with flat
         memory. Nothing printed yet (or nothing for that node) is an empty iterable.
-    :raises BadInput: the node or rank is not one the submission ran on.
+    :raises BadInput: the node or rank is not one the submission ran on, or the stream
+        is one this scheduler does not keep apart.
     :raises Unreachable: the scheduler (or the file system holding the output) could not
         be read now.
     """
+
+
+#: Every hook, in the order above.
+HOOKS: dict[str, Callable[..., Any]] = {
+    name: value
+    for name, value in list(globals().items())
+    if name.startswith("dispatch_") and hasattr(value, f"{PROJECT}_spec")
+}
+
+
+def needed_for(hook: str) -> str:
+    """When a backend must implement ``hook`` (a key of :data:`NEEDED`)."""
+    return str(HOOKS[hook].dispatch_needed)  # type: ignore[attr-defined]
+
+
+def hooks_needed(when: str) -> tuple[str, ...]:
+    return tuple(name for name in HOOKS if needed_for(name) == when)
+
+
+def raises(hook: str) -> tuple[str, ...]:
+    """The exception names the hook's docstring documents (its ``:raises X:`` lines)."""
+    return tuple(re.findall(r"^\s*:raises (\w+):", inspect.getdoc(HOOKS[hook]) or "", re.M))
+
+
+def contract_table() -> str:
+    """The hook table of ``docs/adapters.md``, made from the specs."""
+    rows = [
+        "| hook | arguments | returns | needed | raises |",
+        "|---|---|---|---|---|",
+    ]
+    for name, spec in HOOKS.items():
+        signature = inspect.signature(spec)
+        arguments = ", ".join(signature.parameters)
+        returns = str(signature.return_annotation).replace("|", "or")
+        errors = ", ".join(f"`{e}`" for e in raises(name)) or "—"
+        rows.append(
+            f"| `{name}` | {arguments or '—'} | `{returns}` | {NEEDED[needed_for(name)]} "
+            f"| {errors} |"
+        )
+    return "\n".join(rows) + "\n"

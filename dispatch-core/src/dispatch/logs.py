@@ -4,26 +4,28 @@ Every submission keeps its own output (earlier ones after a recovery are evidenc
 job's log is the submissions' logs in order. Everything streams: chunks go from the
 backend to the caller as they come, ``tail`` keeps only the last lines, and ``follow``
 asks the backend again from the byte offset it reached, so memory stays flat whatever
-the size of the log.
+the size of the log. The request is a :class:`dispatch.LogSelection`, checked when it is
+made; this module needs the job, its backend and a way to ask its status, not a handle.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dispatch.model.enums import Capability, State
+from dispatch.model.enums import Capability, State, Stream
 from dispatch.model.errors import BadInput
 
 if TYPE_CHECKING:
     from dispatch.backends import Backend
-    from dispatch.core.status import SubmissionStatus
-    from dispatch.handle import JobHandle
+    from dispatch.core.job import Job
+    from dispatch.core.status import Status, SubmissionStatus
+    from dispatch.model.selection import LogSelection
 
-STREAMS = ("stdout", "stderr")
+STREAMS = tuple(s.value for s in Stream)
 
 
 @dataclass(frozen=True)
@@ -54,83 +56,54 @@ def last_lines(chunks: Iterable[bytes], count: int) -> Iterator[bytes]:
         yield b"".join(lines)
 
 
-def _check(
+def job_logs(
+    job: Job,
     backend: Backend,
-    stream: str,
-    node: str | None,
-    rank: int | None,
-    tail: int | None,
-    submission: int | None,
-) -> None:
-    if stream not in STREAMS:
-        raise BadInput(f"stream {stream!r}: give stdout or stderr")
-    if node is not None and rank is not None:
-        raise BadInput("give --node or --rank, not both")
-    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
-        raise BadInput(f"rank {rank!r}: give a rank, 0 or more")
-    if node is not None and not node:
-        raise BadInput("node: give a node name")
-    if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 0):
-        raise BadInput(f"tail {tail!r}: give a number of lines, 0 or more")
-    if submission is not None and (
-        isinstance(submission, bool) or not isinstance(submission, int) or submission < 1
-    ):
-        raise BadInput(f"submission {submission!r}: give a submission number, 1 or more")
+    status: Callable[[], Status],
+    selection: LogSelection,
+    *,
+    follow: bool = False,
+    interval: float = 1.0,
+) -> Iterator[LogChunk]:
+    """Check the request now (errors before any output), then stream the chunks.
+
+    :param job: the job as its record says; ``backend`` is the one it runs on.
+    :param status: the job's status now (the record plus a discovery), asked on each
+        round of ``follow``.
+    """
+    from dispatch import units
+
     if Capability.LOGS not in backend.declarations.capabilities:
         raise BadInput(
             f"backend {backend.name!r} does not provide logs (it does not declare the "
             "'logs' capability); look where its scheduler keeps job output"
         )
-
-
-def job_logs(
-    handle: JobHandle,
-    *,
-    submission: int | None = None,
-    stream: str = "stdout",
-    node: str | None = None,
-    rank: int | None = None,
-    tail: int | None = None,
-    follow: bool = False,
-    interval: float = 1.0,
-) -> Iterator[LogChunk]:
-    """Check the request now (errors before any output), then stream the chunks."""
-    from dispatch import units
-
-    job = handle.record()
-    backend = handle.client.backend(job.backend)
-    _check(backend, stream, node, rank, tail, submission)
     numbers = [s.number for s in job.submissions]
-    if submission is not None and submission not in numbers:
+    only = selection.submission
+    if only is not None and only not in numbers:
         have = ", ".join(map(str, numbers)) or "none yet"
-        raise BadInput(f"job {job.job_id} has no submission {submission} (submissions: {have})")
+        raise BadInput(f"job {job.job_id} has no submission {only} (submissions: {have})")
     if follow:
         interval = units.seconds(interval, "interval")
-        return _follow(handle, backend, submission, stream, node, rank, tail, interval)
+        return _follow(status, backend, selection, interval)
     targets = [
         (s.number, s.object_id)
         for s in job.submissions
-        if s.object_id is not None and submission in (None, s.number)
+        if s.object_id is not None and only in (None, s.number)
     ]
-    return _read_all(backend, job.job_id, targets, stream, node, rank, tail)
+    return _read_all(backend, job.job_id, targets, selection)
 
 
 def _read_all(
-    backend: Backend,
-    job_id: str,
-    targets: list[tuple[int, str]],
-    stream: str,
-    node: str | None,
-    rank: int | None,
-    tail: int | None,
+    backend: Backend, job_id: str, targets: list[tuple[int, str]], selection: LogSelection
 ) -> Iterator[LogChunk]:
     for number, object_id in targets:
-        chunks = backend.logs(job_id, number, object_id, stream=stream, node=node, rank=rank)
-        if tail is not None:
-            chunks = last_lines(chunks, tail)
+        chunks = backend.logs(object_id, selection.of(job_id, number))
+        if selection.tail is not None:
+            chunks = last_lines(chunks, selection.tail)
         for data in chunks:
             if data:
-                yield LogChunk(number, object_id, stream, data)
+                yield LogChunk(number, object_id, selection.stream.value, data)
 
 
 def _object_of(sub: SubmissionStatus) -> str | None:
@@ -140,21 +113,18 @@ def _object_of(sub: SubmissionStatus) -> str | None:
 
 
 def _follow(
-    handle: JobHandle,
+    status_now: Callable[[], Status],
     backend: Backend,
-    only: int | None,
-    stream: str,
-    node: str | None,
-    rank: int | None,
-    tail: int | None,
+    selection: LogSelection,
     interval: float,
 ) -> Iterator[LogChunk]:
     """Stream every selected submission from where it was left, until the job ends or is
     held and every submission's objects have ended and been read to the end."""
+    only, tail, stream = selection.submission, selection.tail, selection.stream.value
     offsets: dict[int, int] = {}
     done: set[int] = set()
     while True:
-        status = handle.status()
+        status = status_now()
         finished = status.state.terminal or status.state is State.HELD
         for sub in status.submissions:
             if (only is not None and sub.number != only) or sub.number in done:
@@ -169,15 +139,7 @@ def _follow(
                 continue
             first = sub.number not in offsets
             offset = offsets.setdefault(sub.number, 0)
-            chunks = backend.logs(
-                status.job_id,
-                sub.number,
-                object_id,
-                stream=stream,
-                node=node,
-                rank=rank,
-                offset=offset,
-            )
+            chunks = backend.logs(object_id, selection.of(status.job_id, sub.number, offset))
             counted = _counting(chunks, offsets, sub.number)
             shown = last_lines(counted, tail) if first and tail is not None else counted
             for data in shown:

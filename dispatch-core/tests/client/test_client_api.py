@@ -105,7 +105,8 @@ def test_command_must_be_a_list_S36(client: Client) -> None:
 def test_dry_run_records_nothing(client: Client) -> None:
     dry = client.dry_run(["python", "train.py"], resources={"mem": "1G"})
     assert dry.spec.resources.memory_mb == 1024
-    assert dry.rendered is not None and "command  python train.py" in dry.rendered
+    assert dry.prepared is not None and dry.prepared.words("command") == ["python", "train.py"]
+    assert dry.prepared.job_id == dry.job_id and dry.prepared.submission == 1
     assert client.jobs() == []
 
 

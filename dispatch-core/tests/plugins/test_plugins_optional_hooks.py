@@ -7,7 +7,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from dispatch import BackendBroken, Capability, CauseKind, Declarations, Discovery, hookimpl
+from dispatch import (
+    BackendBroken,
+    Capability,
+    CauseKind,
+    Declarations,
+    Discovery,
+    LogSelection,
+    hookimpl,
+)
 from dispatch.backends import Registry
 
 
@@ -40,7 +48,7 @@ def _backend(name: str, capabilities: frozenset[Capability]) -> object:
 def test_a_backend_without_gating_may_leave_out_open_gate_S30() -> None:
     backend = Registry.from_plugins({"plain": _backend("plain", frozenset())}).get("plain")
     assert backend.declarations.name == "plain"
-    assert list(backend.logs("j", 1, "o")) == []
+    assert list(backend.logs("o", LogSelection().of("j", 1))) == []
 
 
 @pytest.mark.parametrize(

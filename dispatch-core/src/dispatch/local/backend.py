@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dispatch.core.cause import Cause
+from dispatch.hookspecs import API_VERSION
 from dispatch.local import collect, environment, survivors
 from dispatch.local.layout import (
     OBJECT_ID,
@@ -48,6 +49,8 @@ from dispatch.model.declarations import Declarations
 from dispatch.model.discovery import Discovery, ObjectView
 from dispatch.model.enums import Capability, CauseKind, Provenance
 from dispatch.model.errors import BadInput, DecodeError, SubmitRefused, Unreachable
+from dispatch.model.prepared import Prepared
+from dispatch.model.selection import LogSelection
 from dispatch.model.spec import JobSpec
 from dispatch.plugin import hookimpl
 
@@ -78,6 +81,7 @@ DECLARATIONS = Declarations(
     capabilities=frozenset({Capability.GATING, Capability.TIME_LIMIT, Capability.LOGS}),
     max_discovery_batch=None,
     options={},
+    api_version=API_VERSION,
 )
 
 
@@ -139,6 +143,10 @@ def _refusal(spec: JobSpec) -> str | None:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _runner_argv(obj: ObjectDir) -> list[str]:
+    return [sys.executable, "-m", "dispatch.local.runner", str(obj.path)]
 
 
 class LocalBackend:
@@ -223,8 +231,12 @@ class LocalBackend:
         return vanished(obj, job_id, submission, found.words() if found else None)
 
     @hookimpl
-    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
-        self._reap()
+    def dispatch_prepare(
+        self, job_id: str, submission: int, spec: JobSpec, gated: bool
+    ) -> Prepared:
+        """The object as it will be written and run: its id, the runner's argv, and the
+        command, directory and environment the runner will use (decided here, read by the
+        runner, so a dry run shows what runs)."""
         refusal = _refusal(spec)
         if refusal is not None:
             raise SubmitRefused(refusal)
@@ -233,6 +245,17 @@ class LocalBackend:
             cwd = os.getcwd()
         except FileNotFoundError as exc:
             raise SubmitRefused(f"the current directory no longer exists: {exc}") from exc
+        obj = self.state.object_dir(object_id)
+        if spec.command:
+            command = list(spec.command)
+        elif (spec.script or "").startswith("#!"):
+            command = [str(obj.script)]
+        else:
+            command = ["/bin/sh", str(obj.script)]
+        try:
+            env = environment.added(self.state, job_id, submission, object_id, spec)
+        except OSError as exc:
+            raise self._unreachable(exc) from exc
         meta = ObjectMeta(
             object_id=object_id,
             job_id=job_id,
@@ -242,6 +265,42 @@ class LocalBackend:
             created_at=_now(),
             cwd=cwd,
             stop_grace=self.stop_grace,
+            command=tuple(command),
+            directory=os.path.join(cwd, spec.workdir) if spec.workdir else cwd,
+            env=env,
+        )
+        shown = meta.model_dump(mode="json", exclude={"command", "directory", "env"})
+        return Prepared(
+            backend=NAME,
+            job_id=job_id,
+            submission=submission,
+            gated=gated,
+            parts={
+                "runner": _runner_argv(obj),
+                "command": command,
+                "directory": meta.directory,
+                "environment": env,
+                "object": shown,
+            },
+            notes=(
+                "the command's environment is the submitter's, kept for the job when it was "
+                "recorded (without DISPATCH_* variables), with `environment` on top",
+                f"the runner starts in a session of its own; {obj.path}/meta.json holds "
+                "`object` with the command, directory and environment",
+            ),
+        )
+
+    @hookimpl
+    def dispatch_send(self, prepared: Prepared) -> str:
+        """Write the prepared object, start its runner, index it."""
+        self._reap()
+        meta = ObjectMeta.model_validate(
+            {
+                **prepared.mapping("object"),
+                "command": prepared.words("command"),
+                "directory": prepared.text("directory"),
+                "env": prepared.mapping("environment"),
+            }
         )
         # Each step leaves something recoverable: a draft or an object nobody
         # indexed is invisible (a new submit replaces it, garbage collection removes it);
@@ -251,14 +310,19 @@ class LocalBackend:
         obj = None
         try:
             obj = self._move_in(self._draft(meta))
-            self._start_runner(obj)
+            self._start_runner(obj, prepared.words("runner"))
             self._publish(meta)
         except OSError as exc:
             if obj is not None:
                 _abandon(obj, f"the submit failed before the object was indexed: {exc}")
             raise self._unreachable(exc) from exc
         self._collect_now_and_then()
-        return object_id
+        return meta.object_id
+
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        """Prepare and send at once, for a caller holding the backend itself (not a hook:
+        dispatch calls :meth:`dispatch_prepare` and :meth:`dispatch_send`)."""
+        return self.dispatch_send(self.dispatch_prepare(job_id, submission, spec, gated))
 
     def _draft(self, meta: ObjectMeta) -> ObjectDir:
         """Write the object's files under a temporary name."""
@@ -334,18 +398,17 @@ class LocalBackend:
         except OSError as exc:
             raise self._unreachable(exc) from exc
 
-    def _start_runner(self, obj: ObjectDir) -> None:
+    def _start_runner(self, obj: ObjectDir, argv: list[str]) -> None:
         """Start the object's runner in a session of its own, so it outlives this process.
 
         ``posix_spawn`` rather than ``subprocess``: the runner is not ours to wait for (a
         Popen left running warns when collected); :meth:`_reap` collects it if we outlive it.
         The runner records itself in ``runner.json`` once it is ready.
         """
-        argv = [sys.executable, "-m", "dispatch.local.runner", str(obj.path)]
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
         try:
             pid = os.posix_spawn(
-                sys.executable,
+                argv[0],
                 argv,
                 os.environ,
                 file_actions=[
@@ -376,59 +439,11 @@ class LocalBackend:
             raise BadInput(refusal)
 
     @hookimpl
-    def dispatch_render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
-        """The runner's argv, the command, its directory and the variables dispatch adds."""
-        import shlex
-
-        obj = self.state.objects / "local-<assigned at submit>"
-        argv = shlex.join(spec.command) if spec.command else f"/bin/sh {obj}/script"
-        if spec.script is not None and spec.script.startswith("#!"):
-            argv = f"{obj}/script"
-        from datetime import UTC, datetime
-
-        from dispatch.local.environment import contract, master_port
-        from dispatch.local.records import ObjectMeta
-
-        meta = ObjectMeta(
-            object_id=obj.name,
-            job_id=job_id,
-            submission=submission,
-            spec=spec,
-            gated=gated,
-            created_at=datetime.now(UTC),
-            cwd=os.getcwd(),
-            stop_grace=self.stop_grace,
-        )
-        env = {**spec.env, **contract(meta, resumed=submission > 1, port=master_port(job_id))}
-        limit = spec.resources.time_limit
-        lines = [
-            f"runner   {shlex.join([sys.executable, '-m', 'dispatch.local.runner', str(obj)])}",
-            f"command  {argv}",
-            f"cwd      {os.path.join(os.getcwd(), spec.workdir or '')}",
-            f"gated    {'yes' if gated else 'no'}",
-            f"time     {limit or 'no limit'} (then SIGTERM, SIGKILL after {self.stop_grace:g}s)",
-            "env      the submitter's (without DISPATCH_* variables), plus:",
-            *(f"  {shlex.quote(f'{k}={v}')}" for k, v in env.items()),
-        ]
-        if spec.script is not None:
-            lines += ["script", *(f"  | {line}" for line in spec.script.splitlines())]
-        return "\n".join(lines) + "\n"
-
-    @hookimpl
-    def dispatch_logs(
-        self,
-        job_id: str,
-        submission: int,
-        object_id: str,
-        stream: str,
-        node: str | None,
-        rank: int | None,
-        offset: int,
-    ) -> Iterable[bytes]:
+    def dispatch_logs(self, object_id: str, selection: LogSelection) -> Iterable[bytes]:
         """The object's stdout or stderr file (see :mod:`dispatch.local.logs`)."""
         from dispatch.local.logs import read_output
 
-        return read_output(self.state, job_id, submission, object_id, stream, node, rank, offset)
+        return read_output(self.state, object_id, selection)
 
     def _existing(self, object_id: str) -> ObjectDir | None:
         obj = self.state.object_dir(object_id)

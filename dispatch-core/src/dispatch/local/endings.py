@@ -26,6 +26,7 @@ from pathlib import Path
 from dispatch.core.warning import EndWarning
 from dispatch.local.layout import ObjectDir, StateDir, job_key, private_mkdir
 from dispatch.local.records import ObjectMeta
+from dispatch.model.spec import JobSpec
 
 
 def signal_number(warning: EndWarning) -> int:
@@ -63,27 +64,38 @@ def warned_detail(warning: EndWarning, limit: timedelta | None) -> str:
     return f"time limit of {limit} reached: warned with {signal_name} {warning.seconds}s before it"
 
 
+def checkpoint_path(state: StateDir, job_id: str, spec: JobSpec) -> Path:
+    """The job's checkpoint directory (the spec's, else one of the job's own)."""
+    given = spec.checkpoint_dir
+    if given is not None:
+        return Path(given)
+    return state.root / "checkpoints" / job_key(job_id)
+
+
 def checkpoint_dir(state: StateDir, meta: ObjectMeta) -> Path:
     """The job's checkpoint directory, created 0700 if missing."""
-    given = meta.spec.checkpoint_dir
-    if given is not None:
-        path = Path(given)
+    path = checkpoint_path(state, meta.job_id, meta.spec)
+    if meta.spec.checkpoint_dir is not None:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         return path
-    root = state.root / "checkpoints"
-    private_mkdir(root)
-    path = root / job_key(meta.job_id)
+    private_mkdir(path.parent)
     private_mkdir(path)
     return path
 
 
-def environment(state: StateDir, meta: ObjectMeta) -> dict[str, str]:
-    """What the endings add to one execution's environment."""
-    added = {"DISPATCH_CHECKPOINT_DIR": str(checkpoint_dir(state, meta))}
+def environment(state: StateDir, job_id: str, spec: JobSpec) -> dict[str, str]:
+    """What the endings add to one execution's environment (nothing is created)."""
+    added = {"DISPATCH_CHECKPOINT_DIR": str(checkpoint_path(state, job_id, spec))}
+    if spec.heartbeat is not None:
+        added["DISPATCH_HEARTBEAT"] = spec.heartbeat
+    return added
+
+
+def make_directories(state: StateDir, meta: ObjectMeta) -> None:
+    """Create what :func:`environment` names, 0700, before the command starts."""
+    checkpoint_dir(state, meta)
     if meta.spec.heartbeat is not None:
         Path(meta.spec.heartbeat).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        added["DISPATCH_HEARTBEAT"] = meta.spec.heartbeat
-    return added
 
 
 class LogBeat:

@@ -37,6 +37,7 @@ from dispatch.local.layout import StateDir, job_key, private_mkdir, write_atomic
 from dispatch.local.records import ObjectMeta
 from dispatch.model.enums import Launcher
 from dispatch.model.errors import DecodeError
+from dispatch.model.spec import JobSpec
 
 #: Variables of dispatch's own configuration: never passed on to a job.
 OWN = "DISPATCH_"
@@ -90,14 +91,16 @@ def master_port(job_id: str) -> int:
     raise OSError("no free TCP port on 127.0.0.1 for MASTER_PORT")
 
 
-def contract(meta: ObjectMeta, *, resumed: bool, port: int) -> dict[str, str]:
-    """What dispatch adds for one execution of ``meta``'s object."""
+def contract(
+    job_id: str, submission: int, object_id: str, launcher: Launcher, *, resumed: bool, port: int
+) -> dict[str, str]:
+    """What dispatch adds for one execution of the object ``object_id``."""
     added = {
-        "DISPATCH_JOB_ID": meta.job_id,
-        "DISPATCH_SUBMISSION": str(meta.submission),
+        "DISPATCH_JOB_ID": job_id,
+        "DISPATCH_SUBMISSION": str(submission),
         "DISPATCH_EXECUTION": "0",
         "DISPATCH_RESUMED": "1" if resumed else "0",
-        "DISPATCH_OBJECT_ID": meta.object_id,
+        "DISPATCH_OBJECT_ID": object_id,
         "MASTER_ADDR": MASTER_ADDR,
         "MASTER_PORT": str(port),
         "WORLD_SIZE": "1",
@@ -107,7 +110,7 @@ def contract(meta: ObjectMeta, *, resumed: bool, port: int) -> dict[str, str]:
         "NNODES": "1",
         "LOCAL_WORLD_SIZE": "1",
     }
-    if meta.spec.launcher is Launcher.TORCHRUN:
+    if launcher is Launcher.TORCHRUN:
         added |= {
             "PET_NNODES": "1",
             "PET_NODE_RANK": "0",
@@ -118,25 +121,36 @@ def contract(meta: ObjectMeta, *, resumed: bool, port: int) -> dict[str, str]:
     return added
 
 
-def resumed(state: StateDir, meta: ObjectMeta) -> bool:
+def resumed(state: StateDir, job_id: str, object_id: str) -> bool:
     """Whether an earlier object of the job launched its command (S-44)."""
     try:
-        names = os.listdir(state.job_index(meta.job_id))
+        names = os.listdir(state.job_index(job_id))
     except FileNotFoundError:
         return False
     return any(
         (state.objects / name / "started.json").exists()
         for name in names
-        if name != meta.object_id and not name.startswith(".")
+        if name != object_id and not name.startswith(".")
     )
 
 
-def for_job(state: StateDir, meta: ObjectMeta) -> dict[str, str]:
-    """The whole environment of one execution: the submitter's, ``spec.env``, dispatch's."""
-    port = master_port(meta.job_id)
+def added(
+    state: StateDir, job_id: str, submission: int, object_id: str, spec: JobSpec
+) -> dict[str, str]:
+    """What one object's command gets on top of the submitter's environment: ``spec.env``,
+    then dispatch's, decided when the object is prepared (the port too: the job's own if
+    free then, else another free one)."""
+    port = master_port(job_id)
+    again = resumed(state, job_id, object_id)
     return {
-        **submitters(state, meta.job_id),
-        **meta.spec.env,
-        **contract(meta, resumed=resumed(state, meta), port=port),
-        **endings.environment(state, meta),  # S-44: DISPATCH_CHECKPOINT_DIR, _HEARTBEAT
+        **spec.env,
+        **contract(job_id, submission, object_id, spec.launcher, resumed=again, port=port),
+        **endings.environment(state, job_id, spec),  # S-44: DISPATCH_CHECKPOINT_DIR, _HEARTBEAT
     }
+
+
+def for_job(state: StateDir, meta: ObjectMeta) -> dict[str, str]:
+    """The whole environment of one execution: the submitter's, then what the object was
+    prepared with (:func:`added`); creates the directories that names."""
+    endings.make_directories(state, meta)
+    return {**submitters(state, meta.job_id), **meta.env}

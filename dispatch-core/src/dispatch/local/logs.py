@@ -13,26 +13,18 @@ from pathlib import Path
 from dispatch.local.layout import StateDir
 from dispatch.local.processes import hostname
 from dispatch.local.records import Ending, ObjectMeta, Started, read
+from dispatch.model.enums import Stream
 from dispatch.model.errors import BadInput, DecodeError, Unreachable
+from dispatch.model.selection import LogSelection
 
 CHUNK = 1 << 16
 
 
-def read_output(
-    state: StateDir,
-    job_id: str,
-    submission: int,
-    object_id: str,
-    stream: str,
-    node: str | None,
-    rank: int | None,
-    offset: int,
-) -> Iterator[bytes]:
-    """Check the selection now; return a generator over the file from ``offset``."""
-    if stream not in ("stdout", "stderr"):
-        raise BadInput(f"stream {stream!r}: the local backend has stdout and stderr")
-    if offset < 0:
-        raise BadInput(f"offset {offset}: must be 0 or more")
+def read_output(state: StateDir, object_id: str, selection: LogSelection) -> Iterator[bytes]:
+    """Check the selection against the object now; return a generator over the file from
+    the selection's offset."""
+    job_id, submission = selection.job_id, selection.submission
+    node, rank = selection.node, selection.rank
     obj = state.object_dir(object_id)
     where = f"submission {submission} of job {job_id} ({object_id})"
     try:
@@ -50,7 +42,8 @@ def read_output(
         raise BadInput(f"node {node!r}: {where} ran on {host} only")
     if rank not in (None, 0):
         raise BadInput(f"rank {rank}: {where} ran one task, rank 0")
-    return _chunks(state, obj.stdout if stream == "stdout" else obj.stderr, offset)
+    path = obj.stdout if selection.stream is Stream.STDOUT else obj.stderr
+    return _chunks(state, path, selection.offset)
 
 
 def _chunks(state: StateDir, path: Path, offset: int) -> Iterator[bytes]:

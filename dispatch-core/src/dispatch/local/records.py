@@ -32,7 +32,11 @@ class ProcessIdentity(Model):
 
 class ObjectMeta(Model):
     """``meta.json``: what was submitted; written by the backend before anything runs, so
-    the object is found by its job id even if the submit call's answer is lost (S-34)."""
+    the object is found by its job id even if the submit call's answer is lost (S-34).
+
+    ``command``, ``directory`` and ``env`` are what the runner runs, where, and what it
+    adds to the submitter's kept environment, all decided by ``dispatch_prepare``: the
+    runner reads them, it computes none of them (so a dry run shows what runs)."""
 
     object_id: str
     job_id: str
@@ -42,6 +46,9 @@ class ObjectMeta(Model):
     created_at: AwareDatetime
     cwd: str
     stop_grace: float = Field(ge=0)
+    command: tuple[str, ...] = Field(min_length=1)
+    directory: str
+    env: dict[str, str]
 
 
 class Started(Model):

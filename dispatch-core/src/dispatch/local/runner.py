@@ -186,23 +186,13 @@ class Runner:
             self._pause(GATE_POLL)
         return True
 
-    def _argv(self) -> list[str]:
-        spec = self.meta.spec
-        if spec.command:
-            return list(spec.command)
-        script = str(self.obj.script)
-        if (spec.script or "").startswith("#!"):
-            return [script]
-        return ["/bin/sh", script]
-
     def _launch(self) -> subprocess.Popen[bytes]:
-        spec = self.meta.spec
+        """Run what the object was prepared with: its command, directory, environment."""
         env = environment.for_job(StateDir(self.obj.path.parent.parent), self.meta)
-        cwd = os.path.join(self.meta.cwd, spec.workdir) if spec.workdir else self.meta.cwd
         with _output(self.obj.stdout) as out, _output(self.obj.stderr) as err:
             return subprocess.Popen(
-                self._argv(),
-                cwd=cwd,
+                list(self.meta.command),
+                cwd=self.meta.directory,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,

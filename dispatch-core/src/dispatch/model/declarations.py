@@ -24,6 +24,9 @@ class Declarations(Model):
     - ``max_discovery_batch``: the most job ids one discovery call takes (None: no limit);
       the supervisor splits larger ticks into ceil(N / batch) calls.
     - ``options``: backend-specific submit options it accepts (name → one-line help).
+    - ``api_version``: the version of the hook contract (``dispatch.hookspecs.API_VERSION``)
+      the backend was written against; one newer than this dispatch is refused at load.
+      Left out, it is 1 (the contract before ``dispatch_prepare``).
     """
 
     name: str = Field(min_length=1, pattern=r"^[a-z][a-z0-9_-]*$")
@@ -35,6 +38,7 @@ class Declarations(Model):
     capabilities: frozenset[Capability] = frozenset()
     max_discovery_batch: int | None = Field(default=None, ge=1)
     options: dict[str, str] = Field(default_factory=dict)
+    api_version: int = Field(default=1, ge=1)
 
     @field_validator("native_actions")
     @classmethod

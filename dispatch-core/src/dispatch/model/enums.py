@@ -133,6 +133,13 @@ class Capability(_Named):
     LOGS = "logs"
 
 
+class Stream(_Named):
+    """Which output of a job ``dispatch logs`` reads (S-46)."""
+
+    STDOUT = "stdout"
+    STDERR = "stderr"
+
+
 class Launcher(_Named):
     """How a multi-node command is started (S-41).
 
