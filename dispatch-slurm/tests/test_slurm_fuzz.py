@@ -14,9 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from dispatch import BadInput, Cause, CauseKind, Provenance
+from dispatch import BadInput, Cause, CauseKind, LogSelection, Provenance
 from dispatch_slurm.attribute import attribute, attribution_queries, parse_attribution
-from dispatch import LogSelection
 from dispatch_slurm.logs import read_logs
 from dispatch_slurm.observe import build_objects
 from dispatch_slurm.parse import (

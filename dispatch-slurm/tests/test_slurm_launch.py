@@ -3,8 +3,10 @@ S-46); the live tests prove what the tasks then see."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from dispatch import BadInput, JobSpec, Launcher, Resources
+from dispatch import BadInput, JobSpec, Launcher, Resources, SubmitRefused
 from dispatch_slurm.backend import SlurmBackend, sbatch_argv
 from dispatch_slurm.launch import WRAPPER, job_environment, log_dir
 
@@ -46,11 +48,29 @@ def test_validate_refuses_what_sbatch_would_be_asked_wrongly_S36(spec, words: st
         SlurmBackend().dispatch_validate(spec)
 
 
-def test_render_shows_the_sbatch_argv_and_the_batch_script_sending_nothing() -> None:
-    text = SlurmBackend().dispatch_render("j", 1, _spec(launcher=Launcher.TORCHRUN), True)
-    first, _, script = text.partition("\n--- batch script ---\n")
-    assert first.startswith("sbatch --parsable") and "--hold" in first and " torchrun " in first
-    assert script == WRAPPER
+def test_prepare_builds_argv_script_and_environment_sending_nothing_S30(monkeypatch) -> None:
+    monkeypatch.setenv("DISPATCH_SLURM_LOG_DIR", "/nonexistent/logs")
+    backend = SlurmBackend()
+    monkeypatch.setattr(backend.runner, "run", lambda *a, **k: pytest.fail("ran a command"))
+    spec = _spec(launcher=Launcher.TORCHRUN, env={"FOO": "bar"})
+    prepared = backend.dispatch_prepare("j", 1, spec, True)
+    argv = prepared.words("sbatch")
+    assert argv[:2] == ["sbatch", "--parsable"] and "--hold" in argv
+    assert prepared.words("script arguments")[0] == "torchrun"
+    assert prepared.text("batch script") == WRAPPER
+    env = prepared.mapping("environment")
+    assert (env["FOO"], env["DISPATCH_JOB_ID"], env["DISPATCH_SUBMISSION"]) == ("bar", "j", "1")
+    assert env["DISPATCH_CHECKPOINT_DIR"].startswith("/nonexistent/logs")
+    assert not Path("/nonexistent").exists()  # prepared, nothing created
+    text = prepared.render()
+    assert "--- batch script ---" in text and "--- environment ---" in text
+
+
+def test_prepare_refuses_what_sbatch_cannot_be_given_S30() -> None:
+    with pytest.raises(SubmitRefused, match="may not set --open-mode"):
+        SlurmBackend().dispatch_prepare(
+            "j", 1, _spec(options={"sbatch_args": "--open-mode=truncate"}), False
+        )
 
 
 def test_the_job_never_sees_dispatch_configuration_and_gets_its_tags_S44(monkeypatch) -> None:

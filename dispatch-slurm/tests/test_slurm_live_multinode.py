@@ -14,7 +14,16 @@ import time
 import uuid
 
 import pytest
-from dispatch import BadInput, Capability, CauseKind, JobSpec, Launcher, Phase, Resources
+from dispatch import (
+    BadInput,
+    Capability,
+    CauseKind,
+    JobSpec,
+    Launcher,
+    LogSelection,
+    Phase,
+    Resources,
+)
 from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.launch import log_dir
 from dispatch_slurm_testing.provoke import Provoker, wait_for
@@ -163,7 +172,7 @@ def test_logs_are_per_node_and_rank_and_a_requeue_appends_S46(backend, provoker)
     wait_for(backend.dispatch_discover, [job], lambda s: job in s and s[job].phase is Phase.RUNNING)
 
     def rank_log(rank: int) -> str:
-        return b"".join(backend.dispatch_logs(job, 1, oid, "stdout", None, rank, 0)).decode()
+        return b"".join(backend.dispatch_logs(oid, LogSelection(rank=rank).of(job, 1))).decode()
 
     wait_for(backend.dispatch_discover, [job], lambda s: "execution 0" in rank_log(1))
     provoker.requeue(oid)
@@ -177,15 +186,15 @@ def test_logs_are_per_node_and_rank_and_a_requeue_appends_S46(backend, provoker)
         ]
         assert "rank 0 execution 0" in rank_log(0) and "rank 1" not in rank_log(0)
         nodes = backend.dispatch_discover([job]).objects[0].executions[-1].nodes
-        per_node = b"".join(backend.dispatch_logs(job, 1, oid, "stdout", nodes[0], None, 0))
-        everything = b"".join(backend.dispatch_logs(job, 1, oid, "stdout", None, None, 0))
+        per_node = b"".join(backend.dispatch_logs(oid, LogSelection(node=nodes[0]).of(job, 1)))
+        everything = b"".join(backend.dispatch_logs(oid, LogSelection().of(job, 1)))
         assert per_node.decode() in everything.decode() and b"dispatch: execution 1" in everything
-        skipped = b"".join(backend.dispatch_logs(job, 1, oid, "stdout", None, None, 10))
+        skipped = b"".join(backend.dispatch_logs(oid, LogSelection(offset=10).of(job, 1)))
         assert skipped == everything[10:]
         with pytest.raises(BadInput, match="rank 7"):
-            backend.dispatch_logs(job, 1, oid, "stdout", None, 7, 0)
+            backend.dispatch_logs(oid, LogSelection(rank=7).of(job, 1))
         with pytest.raises(BadInput, match="node 'elsewhere'"):
-            backend.dispatch_logs(job, 1, oid, "stdout", "elsewhere", None, 0)
+            backend.dispatch_logs(oid, LogSelection(node="elsewhere").of(job, 1))
     finally:
         provoker.cleanup([oid])
 

@@ -47,13 +47,16 @@ from dispatch import (
     DispatchError,
     JobSpec,
     Launcher,
+    LogSelection,
+    Prepared,
     SubmitRefused,
     hookimpl,
 )
+from dispatch.hookspecs import API_VERSION
 
 from dispatch_slurm import warning as slurm_warning
 from dispatch_slurm.attribute import attribution_queries, silent_nodes
-from dispatch_slurm.launch import WRAPPER, job_environment, log_dir
+from dispatch_slurm.launch import WRAPPER, added_environment, log_dir, submitter_environment
 from dispatch_slurm.logs import read_logs
 from dispatch_slurm.observe import build_objects, running_any
 from dispatch_slurm.parse import (
@@ -74,6 +77,8 @@ from dispatch_slurm.version import (
 )
 
 NAME = "slurm"
+#: Where the temporary batch script's path goes in the sbatch argv (see dispatch_send).
+_SCRIPT = "\0batch-script\0"
 
 OPTIONS = {
     "partition": "Slurm partition (sbatch --partition)",
@@ -165,6 +170,7 @@ def declarations(version_note: str = "") -> Declarations:
         ),
         max_discovery_batch=1000,
         options=dict(OPTIONS),
+        api_version=API_VERSION,
     )
 
 
@@ -295,24 +301,52 @@ class SlurmBackend:
         validate(spec)
 
     @hookimpl
-    def dispatch_render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
-        argv = sbatch_argv(job_id, submission, spec, gated, "<batch script below>")
-        return f"{shlex.join(argv)}\n--- batch script ---\n{_body(spec)}"
+    def dispatch_prepare(
+        self, job_id: str, submission: int, spec: JobSpec, gated: bool
+    ) -> Prepared:
+        """The sbatch argv, the batch script, the script's arguments and the environment
+        sbatch runs with: :meth:`dispatch_send` runs exactly these, with the script in a
+        temporary file whose path goes between the options and the arguments."""
+        try:
+            argv = sbatch_argv(job_id, submission, spec, gated, _SCRIPT)
+        except BadInput as exc:
+            raise SubmitRefused(str(exc)) from exc
+        at = argv.index(_SCRIPT)
+        env = added_environment(job_id, submission, spec.env)
+        env |= slurm_warning.environment(job_id, spec, submission)  # S-44, S-45
+        return Prepared(
+            backend=NAME,
+            job_id=job_id,
+            submission=submission,
+            gated=gated,
+            parts={
+                "sbatch": argv[:at],
+                "batch script": _body(spec),
+                "script arguments": argv[at + 1 :],
+                "environment": env,
+            },
+            notes=(
+                "run as: `sbatch` options, then a temporary file (0600) holding the batch "
+                "script, then the script arguments",
+                "sbatch's environment is the submitter's (without DISPATCH_* variables) with "
+                "`environment` on top; sbatch passes it on to the job",
+            ),
+        )
 
     @hookimpl
-    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+    def dispatch_send(self, prepared: Prepared) -> str:
+        env = prepared.mapping("environment")
+        # Slurm cannot start a job whose output directory is missing
+        log_dir(prepared.job_id, prepared.submission).mkdir(parents=True, exist_ok=True, mode=0o700)
+        slurm_warning.make_directories(env)
         with tempfile.NamedTemporaryFile(
             "w", prefix="dispatch-slurm-", suffix=".sh", delete=False
         ) as handle:
-            handle.write(_body(spec))
+            handle.write(prepared.text("batch script"))
             path = handle.name
         try:
-            argv = sbatch_argv(job_id, submission, spec, gated, path)
-            # Slurm cannot start a job whose output directory is missing
-            log_dir(job_id, submission).mkdir(parents=True, exist_ok=True, mode=0o700)
-            env = job_environment(job_id, submission, spec.env)
-            env |= slurm_warning.environment(job_id, spec, submission)  # S-44, S-45
-            result = self.runner.run(argv, env=env, inherit_env=False)
+            argv = [*prepared.words("sbatch"), path, *prepared.words("script arguments")]
+            result = self.runner.run(argv, env=submitter_environment() | env, inherit_env=False)
         finally:
             os.unlink(path)
         if not result.ok:
@@ -322,6 +356,11 @@ class SlurmBackend:
         if not (object_id.isascii() and object_id.isdigit()):
             raise SlurmCommandFailed(f"sbatch answered {result.stdout!r}; expected a job id")
         return object_id
+
+    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+        """Prepare and send at once, for a caller holding the backend itself (not a hook:
+        dispatch calls :meth:`dispatch_prepare` and :meth:`dispatch_send`)."""
+        return self.dispatch_send(self.dispatch_prepare(job_id, submission, spec, gated))
 
     # -- discovery ----------------------------------------------------------------------
 
@@ -439,22 +478,14 @@ class SlurmBackend:
     # -- logs ---------------------------------------------------------------------------
 
     @hookimpl
-    def dispatch_logs(
-        self,
-        job_id: str,
-        submission: int,
-        object_id: str,
-        stream: str,
-        node: str | None,
-        rank: int | None,
-        offset: int,
-    ) -> Iterable[bytes]:
+    def dispatch_logs(self, object_id: str, selection: LogSelection) -> Iterable[bytes]:
         """The files of the submission's log directory. Slurm is asked first that it
         still answers (``squeue -j``), so an unreachable scheduler is said, not a log
         that may be missing its last lines."""
         _check_object_id(object_id)
         self.runner.run(["squeue", "-h", "--states=all", "-j", object_id, "-o", "%T"])
-        return read_logs(log_dir(job_id, submission), stream, node, rank, offset)
+        assert selection.job_id is not None and selection.submission is not None
+        return read_logs(log_dir(selection.job_id, selection.submission), selection)
 
     # -- gate and stop ------------------------------------------------------------------
 

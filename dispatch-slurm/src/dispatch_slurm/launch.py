@@ -175,8 +175,14 @@ def job_environment(job_id: str, submission: int, env: dict[str, str]) -> dict[s
     """The environment sbatch passes on to the job: the submitter's, without dispatch's own
     configuration (``DISPATCH_*``: store URLs, credentials), plus the job's own and the
     DISPATCH_JOB_ID / DISPATCH_SUBMISSION tags (S-44)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("DISPATCH_")}
-    clean.update(env)
-    clean["DISPATCH_JOB_ID"] = job_id
-    clean["DISPATCH_SUBMISSION"] = str(submission)
-    return clean
+    return submitter_environment() | added_environment(job_id, submission, env)
+
+
+def submitter_environment() -> dict[str, str]:
+    """This process's environment without dispatch's own configuration (``DISPATCH_*``)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("DISPATCH_")}
+
+
+def added_environment(job_id: str, submission: int, env: dict[str, str]) -> dict[str, str]:
+    """The job's own environment and the DISPATCH_JOB_ID / DISPATCH_SUBMISSION tags."""
+    return {**env, "DISPATCH_JOB_ID": job_id, "DISPATCH_SUBMISSION": str(submission)}

@@ -12,10 +12,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from dispatch import BadInput
+from dispatch import BadInput, LogSelection, Stream
 
 CHUNK = 64 * 1024
-_EXTENSIONS = {"stdout": "out", "stderr": "err"}
+_EXTENSIONS = {Stream.STDOUT: "out", Stream.STDERR: "err"}
 
 
 def _layout(directory: Path) -> list[tuple[list[str], int]]:
@@ -36,9 +36,7 @@ def _layout(directory: Path) -> list[tuple[list[str], int]]:
     return rows
 
 
-def _selected(directory: Path, stream: str, node: str | None, rank: int | None) -> list[Path]:
-    if stream not in _EXTENSIONS:
-        raise BadInput(f"stream {stream!r}: expected stdout or stderr")
+def _selected(directory: Path, stream: Stream, node: str | None, rank: int | None) -> list[Path]:
     ext = _EXTENSIONS[stream]
     layout = _layout(directory)
     files: list[Path] = []
@@ -61,25 +59,21 @@ def _selected(directory: Path, stream: str, node: str | None, rank: int | None) 
                     f"node {node!r}: this submission ran on {', '.join(seen) or 'no node yet'}"
                 )
             seen = [node]
-        elif stream == "stdout":
+        elif stream is Stream.STDOUT:
             files.append(directory / "batch.out")
         per_node = max((k for _, k in layout), default=1)
         files += [directory / f"{n}.{local}.{ext}" for n in seen for local in range(per_node)]
     return list(dict.fromkeys(files))
 
 
-def read_logs(
-    directory: Path, stream: str, node: str | None, rank: int | None, offset: int
-) -> Iterator[bytes]:
-    """The selection's bytes from ``offset`` on, in chunks; missing files are empty.
+def read_logs(directory: Path, selection: LogSelection) -> Iterator[bytes]:
+    """The selection's bytes from its offset on, in chunks; missing files are empty.
 
-    The selection is checked now (a bad node or rank raises at once); the bytes are read
-    lazily, so a large log streams with flat memory.
+    The node or rank is checked against the layout now (a bad one raises at once); the
+    bytes are read lazily, so a large log streams with flat memory.
     """
-    if offset < 0:
-        raise BadInput(f"offset {offset}: must be 0 or more")
-    files = [f for f in _selected(directory, stream, node, rank) if f.is_file()]
-    return _chunks(files, offset)
+    chosen = _selected(directory, selection.stream, selection.node, selection.rank)
+    return _chunks([f for f in chosen if f.is_file()], selection.offset)
 
 
 def _chunks(files: list[Path], offset: int) -> Iterator[bytes]:

@@ -52,17 +52,24 @@ def checkpoint_dir(job_id: str, spec: JobSpec) -> Path:
 
 
 def environment(job_id: str, spec: JobSpec, submission: int = 1) -> dict[str, str]:
-    """What the job's environment gets for its endings; creates the directory (0700)."""
+    """What the job's environment gets for its endings (:func:`make_directories` creates
+    the directories it names)."""
     directory = checkpoint_dir(job_id, spec)
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     added = {"DISPATCH_CHECKPOINT_DIR": str(directory)}
     if spec.warn is not None:
         added["DISPATCH_WARN_SIGNAL"] = spec.warn.signal
         added["DISPATCH_WARNINGS"] = str(log_dir(job_id, submission) / "warnings")
     if spec.heartbeat is not None:
-        Path(spec.heartbeat).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         added["DISPATCH_HEARTBEAT"] = spec.heartbeat
     return added
+
+
+def make_directories(env: dict[str, str]) -> None:
+    """Create (0700) the checkpoint directory and the heartbeat's directory ``env`` names."""
+    if "DISPATCH_CHECKPOINT_DIR" in env:
+        Path(env["DISPATCH_CHECKPOINT_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
+    if "DISPATCH_HEARTBEAT" in env:
+        Path(env["DISPATCH_HEARTBEAT"]).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 #: the batch script for ``spec.script`` with a warning: {directives}, {payload} filled in
