@@ -1,22 +1,24 @@
 """The optional hooks: ``dispatch_validate`` refuses what a TrainJob cannot run before
-anything is recorded, ``dispatch_render`` shows the manifest submit would send (sending
-nothing), ``dispatch_logs`` reads the pods' logs through the API (S-46)."""
+anything is recorded, ``dispatch_prepare`` builds the TrainJob and runtime copy that
+``dispatch_send`` creates (the dry run), ``dispatch_logs`` reads the pods' logs through the
+API (S-46)."""
 
 from __future__ import annotations
 
+import json
 import types
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
-import yaml
-from dispatch import JobSpec, Resources
+from dispatch import JobSpec, LogSelection, Resources, SubmitRefused
 from dispatch.model.errors import BadInput
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.kube import LOG_CHUNK
-from dispatch_kubeflow.manifest import build_trainjob
 from dispatch_kubeflow_testing.emulator import Emulator
+from dispatch_kubeflow_testing.emulator.store import CLUSTER_RUNTIME
 
 SPEC = JobSpec(name="hooks", command=("torchrun", "train.py"), resources=Resources(nodes=2))
 
@@ -47,43 +49,72 @@ def test_validate_refuses_a_time_limit_trainer_2_1_cannot_carry_S36(
     assert make_backend().dispatch_validate(spec=spec) is None
 
 
-def test_validate_and_render_send_nothing(backend: KubeflowBackend, emulator: Emulator) -> None:
+def test_validate_and_prepare_change_nothing(backend: KubeflowBackend, emulator: Emulator) -> None:
     backend.dispatch_validate(spec=SPEC)
-    backend.dispatch_render(job_id="job-h", submission=1, spec=SPEC, gated=False)
-    assert emulator.log.entries == [] and emulator.names() == []
+    backend.dispatch_prepare(job_id="job-h", submission=1, spec=SPEC, gated=False)
+    assert [r.verb for r in emulator.log.entries] == ["get"]  # the runtime, read
+    assert emulator.names() == []
 
 
-# -- render --------------------------------------------------------------------------
+# -- prepare and send ----------------------------------------------------------------
+
+#: what the API server adds to an object it creates
+SERVER_SET = {
+    "metadata.resourceVersion",
+    "metadata.generation",
+    "metadata.creationTimestamp",
+    "metadata.uid",
+    "spec.managedBy",
+    "status",
+}
 
 
-def test_render_is_the_manifest_submit_sends_as_yaml(
-    backend: KubeflowBackend, emulator: Emulator
+def _differences(got: Any, want: Any, path: str = "") -> set[str]:
+    """The paths where ``got`` differs from ``want`` (a key only one of them has too)."""
+    if isinstance(got, dict) and isinstance(want, dict):
+        found: set[str] = set()
+        for key in set(got) | set(want):
+            found |= _differences(got.get(key), want.get(key), f"{path}.{key}".lstrip("."))
+        return found
+    return set() if got == want else {path}
+
+
+def test_the_prepared_trainjob_and_runtime_copy_are_what_the_server_received_S30(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
 ) -> None:
-    """The dry run prints exactly what submit creates: parsed back, it is the body."""
-    text = backend.dispatch_render(job_id="job-h", submission=3, spec=SPEC, gated=True)
-    assert text.startswith("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\n")
-    rendered = yaml.safe_load(text)
-    expected = build_trainjob(
-        backend.config,
-        namespace="default",
-        job_id="job-h",
-        submission=3,
-        spec=SPEC,
-        gated=True,
-        replicated_jobs=["node"],
-    )
-    assert rendered == expected
-    assert "# submit also creates TrainingRuntime default/" in text
-    assert "a copy of\n# ClusterTrainingRuntime/torch-distributed with backoffLimit 0" in text
-    backend.dispatch_submit(job_id="job-h", submission=3, spec=SPEC, gated=True)
-    created = emulator.trainjob(rendered["metadata"]["name"])
-    assert created["spec"]["trainer"] == rendered["spec"]["trainer"]
+    """The dry run is what is sent: the objects the API server received are the prepared
+    ones, and they are made from the runtime on the cluster (here one whose replicated job
+    is not named ``node``: the patches name the runtime's own job)."""
+    emulator.add_runtime("renamed")
+    with emulator.store.lock:
+        runtime = emulator.store.raw(CLUSTER_RUNTIME, "", "renamed")
+        runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["name"] = "trainer"
+    backend = make_backend(runtime="renamed")
+    prepared = backend.dispatch_prepare(job_id="job-p", submission=3, spec=SPEC, gated=True)
+    assert not [r for r in emulator.log.entries if r.verb != "get"]
+    object_id = backend.dispatch_send(prepared)
+    received = {r.resource: r.body for r in emulator.log.entries if r.verb == "create"}
+    assert set(received) == {"trainingruntimes", "trainjobs"}
+    # the emulator logs the body it then stores: only fields the server sets may differ
+    # (and the copy's owner, patched once the TrainJob exists, as the prepared note says)
+    assert _differences(received["trainjobs"], prepared.mapping("TrainJob")) <= SERVER_SET
+    assert _differences(
+        received["trainingruntimes"], prepared.mapping("runtime copy")
+    ) <= SERVER_SET | {"metadata.ownerReferences"}
+    name = prepared.mapping("TrainJob")["metadata"]["name"]
+    assert object_id == tags.object_id("default", name)
+    patched = json.dumps(prepared.mapping("TrainJob")["spec"])
+    assert '"name": "trainer"' in patched and '"name": "node"' not in patched
+    shown = prepared.render()
+    assert "--- TrainJob ---" in shown and "--- runtime copy ---" in shown
 
 
-def test_render_of_what_cannot_be_sent_is_bad_input(backend: KubeflowBackend) -> None:
-    with pytest.raises(BadInput, match="working directory"):
-        backend.dispatch_render(
-            job_id="j", submission=1, spec=SPEC.model_copy(update={"workdir": "/x"}), gated=False
+def test_prepare_of_a_missing_runtime_is_a_refusal_in_the_servers_words_S30(
+    make_backend: Callable[..., KubeflowBackend],
+) -> None:
+    with pytest.raises(SubmitRefused, match="not found"):
+        make_backend(runtime="no-such-runtime").dispatch_prepare(
+            job_id="j", submission=1, spec=SPEC, gated=False
         )
 
 
@@ -96,11 +127,9 @@ def started(backend: KubeflowBackend, emulator: Emulator) -> tuple[str, str]:
     return object_id, tags.split_object_id(object_id)[1]
 
 
-def read(backend: KubeflowBackend, object_id: str, **kw: object) -> bytes:
-    args = {"stream": "stdout", "node": None, "rank": None, "offset": 0, **kw}
-    return b"".join(
-        backend.dispatch_logs(job_id="job-h", submission=1, object_id=object_id, **args)
-    )
+def read(backend: KubeflowBackend, object_id: str, **kw: Any) -> bytes:
+    selection = LogSelection(**kw).of("job-h", 1, kw.get("offset", 0))
+    return b"".join(backend.dispatch_logs(object_id=object_id, selection=selection))
 
 
 def test_logs_are_the_pods_logs_in_node_rank_order_per_node_and_rank_S46(
@@ -142,13 +171,7 @@ def test_a_large_log_streams_in_bounded_chunks_S46(
     line = "x" * 1023 + "\n"
     emulator.print_log(name, line * 8192, pod=0)
     chunks = backend.dispatch_logs(
-        job_id="job-h",
-        submission=1,
-        object_id=object_id,
-        stream="stdout",
-        node=None,
-        rank=0,
-        offset=0,
+        object_id=object_id, selection=LogSelection(rank=0).of("job-h", 1)
     )
     assert isinstance(chunks, types.GeneratorType)
     total = 0

@@ -166,24 +166,6 @@ def runtime_copy(
     }
 
 
-def copy_note(trainjob: dict[str, Any], spec: JobSpec) -> str:
-    """What a dry run says of the runtime copy (it is made from the cluster's runtime, which
-    a dry run does not read): YAML comments, so the document still parses to the body."""
-    meta = trainjob["metadata"]
-    source = meta["annotations"].get(tags.RUNTIME, "")
-    settings = "backoffLimit 0, podFailurePolicy FailJob on DisruptionTarget or exit != 0, "
-    settings += "pods restartPolicy Never"
-    if spec.warn is not None:
-        settings += f", terminationGracePeriodSeconds {spec.warn.seconds}"
-        if hook := warning_hook(spec):
-            command = hook["lifecycle"]["preStop"]["exec"]["command"][-1]
-            settings += f", preStop {command!r}"
-    return (
-        f"# submit also creates TrainingRuntime {meta['namespace']}/{meta['name']}: a copy of\n"
-        f"# {source} with {settings}\n"
-    )
-
-
 def build_trainjob(
     config: KubeflowConfig,
     *,
