@@ -1,5 +1,7 @@
 """The emulated cluster and its scenario driver: start it, point a kubeconfig at it, and
-provoke each ending the way the cluster would produce it.
+provoke each ending the way the cluster would produce it. What each REST request does is
+the server's (:class:`dispatch_kubeflow_testing.emulator.server.Api`); this module starts
+it and acts on the cluster as its controllers, nodes and operators would.
 
 Why an emulator of our own and not kmock: kmock (dispatch-kubeflow/docs/research.md §5)
 ignores label selectors,
@@ -21,11 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from dispatch_kubeflow_testing.emulator import kueue
-from dispatch_kubeflow_testing.emulator.admission import (
-    admit_trainjob,
-    check_trainjob_update,
-    mutate,
-)
 from dispatch_kubeflow_testing.emulator.cluster import Cluster
 from dispatch_kubeflow_testing.emulator.objects import (
     COMPLETION_INDEX,
@@ -35,7 +32,7 @@ from dispatch_kubeflow_testing.emulator.objects import (
     LAUNCH_ERRORS,
     is_true,
 )
-from dispatch_kubeflow_testing.emulator.server import Request, RequestLog, Route, make_server
+from dispatch_kubeflow_testing.emulator.server import Api, RequestLog, make_server
 from dispatch_kubeflow_testing.emulator.store import (
     CLUSTER_RUNTIME,
     JOB,
@@ -45,7 +42,6 @@ from dispatch_kubeflow_testing.emulator.store import (
     RUNTIME,
     TRAINJOB,
     WORKLOAD,
-    ApiError,
     Clock,
     Obj,
     Store,
@@ -93,33 +89,6 @@ def torch_runtime(
     }
 
 
-def _json_patch(obj: Obj, ops: list[dict[str, Any]]) -> Obj:
-    result = copy.deepcopy(obj)
-    for op in ops:
-        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
-        target: Any = result
-        for part in parts[:-1]:
-            target = target[int(part)] if isinstance(target, list) else target.setdefault(part, {})
-        last = parts[-1]
-        if op["op"] in ("add", "replace"):
-            if isinstance(target, list):
-                target.insert(len(target) if last == "-" else int(last), op["value"])
-            else:
-                target[last] = op["value"]
-        elif op["op"] == "remove":
-            target.pop(int(last) if isinstance(target, list) else last, None)
-        else:
-            raise ApiError(400, "BadRequest", f"unsupported JSON patch op {op['op']!r}")
-    return result
-
-
-def _annotations_only(body: object) -> bool:
-    if not isinstance(body, dict) or set(body) != {"metadata"}:
-        return False
-    meta = body["metadata"]
-    return isinstance(meta, dict) and set(meta) == {"annotations"}
-
-
 class Emulator:
     """An emulated Kubeflow Trainer cluster on 127.0.0.1, with a driver to provoke endings."""
 
@@ -142,7 +111,7 @@ class Emulator:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._paused = False
-        self._faults: list[tuple[str | None, ApiError]] = []
+        self.api = Api(self.store, self.cluster, self.reconcile, self._evict_pod)
         for i in range(nodes):
             self.store.create(
                 NODE,
@@ -174,7 +143,7 @@ class Emulator:
     def start(self) -> Emulator:
         if self._server is not None:
             return self
-        self._server = make_server(self.host, self.port, self._handle, self.log, TOKEN)
+        self._server = make_server(self.host, self.port, self.api.handle, self.log, TOKEN)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="k8s-emulator", daemon=True
@@ -235,97 +204,7 @@ class Emulator:
     ) -> None:
         """The next ``times`` requests (on ``resource``, a plural, if given) are answered
         with this error instead: an overloaded API server (503, 429) or RBAC (403)."""
-        with self.store.lock:
-            self._faults.extend([(resource, ApiError(code, reason, message))] * times)
-
-    def _handle(self, request: Request, where: Route) -> tuple[int, Obj | bytes]:
-        res, ns, name = where.res, where.namespace or "", where.name
-        with self.store.lock:
-            for index, (resource, fault) in enumerate(self._faults):
-                if resource in (None, res.plural):
-                    del self._faults[index]
-                    raise fault
-            if request.method == "GET" and where.log and name is not None:
-                return 200, self._log(ns, name, request.query)
-            if request.method == "GET":
-                if name is None:
-                    return 200, self.store.listing(
-                        res, where.namespace, request.query.get("labelSelector")
-                    )
-                return 200, self.store.get(res, ns, name)
-            if request.method == "POST" and where.eviction and name is not None:
-                self._evict_pod(self.store.raw(POD, ns, name))
-                return 201, {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "metadata": {},
-                    "status": "Success",
-                    "code": 201,
-                }
-            if request.method == "POST" and name is None:
-                body = request.body or {}
-                if res is TRAINJOB:
-                    strict = request.query.get("fieldValidation", "Warn") == "Strict"
-                    body = admit_trainjob(self.store, ns, body, self.trainer_version, strict)
-                body.pop("status", None) if res is not TRAINJOB else None
-                created = self.store.create(res, ns, mutate(res, body))
-                self.reconcile()
-                return 201, created
-            if request.method == "PATCH" and name is not None:
-                body = request.body
-                if isinstance(body, list):
-                    current = self.store.get(res, ns, name)
-                    body = _json_patch(current, body)
-                if res is TRAINJOB and not where.status:
-                    check_trainjob_update(self.store.raw(res, ns, name), body)
-                patched = self.store.patch(res, ns, name, body, status=where.status)
-                if not _annotations_only(body):
-                    # no controller acts on an annotation; reconciling here would let a
-                    # reader's bookkeeping write advance the cluster under the test
-                    self.reconcile()
-                return 200, patched
-            if request.method == "DELETE" and name is not None:
-                options = request.body or {}
-                policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
-                grace = options.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
-                answer = self.store.delete(
-                    res, ns, name, policy, None if grace is None else int(grace)
-                )
-                self.reconcile()
-                return 200, answer
-        raise ApiError(
-            405, "MethodNotAllowed", f"{request.method} is not supported on {request.path}"
-        )
-
-    def _log(self, ns: str, name: str, query: dict[str, str]) -> bytes:
-        """``GET .../pods/NAME/log``: the container's output, ``previous=true`` for the run
-        before its last restart, ``tailLines``/``limitBytes`` as the API server reads them."""
-        pod = self.store.raw(POD, ns, name)
-        runs = self.cluster.logs.get((ns, name), [bytearray()])
-        container = query.get("container", "node")
-        if query.get("previous") == "true":
-            if len(runs) < 2:
-                raise ApiError(
-                    400,
-                    "BadRequest",
-                    f'previous terminated container "{container}" in pod "{name}" not found',
-                )
-            data = bytes(runs[-2])
-        else:
-            if pod["status"].get("phase") == "Pending":
-                raise ApiError(
-                    400,
-                    "BadRequest",
-                    f'container "{container}" in pod "{name}" is waiting to start: '
-                    "ContainerCreating",
-                )
-            data = bytes(runs[-1])
-        if "tailLines" in query:
-            lines = data.splitlines(keepends=True)
-            data = b"".join(lines[-int(query["tailLines"]) :]) if int(query["tailLines"]) else b""
-        if "limitBytes" in query:
-            data = data[: int(query["limitBytes"])]
-        return data
+        self.api.inject(code, reason, message, times=times, resource=resource)
 
     # -- set-up ------------------------------------------------------------------------
 

@@ -2,22 +2,42 @@
 
 Routes ``/api/v1/...`` and ``/apis/<group>/<version>/...`` (namespaced and cluster-scoped,
 with the ``status`` subresource), GET/LIST/POST/PATCH/DELETE, ``labelSelector``,
-``fieldValidation`` and the Kubernetes ``Status`` error body. Every mutating request runs
-one reconcile step afterwards, like controllers reacting to a watch event.
+``fieldValidation`` and the Kubernetes ``Status`` error body. :class:`Api` is what each
+verb does to the store (admission, JSON patch, propagation policy, the ``log`` and
+``eviction`` subresources, injected faults); every mutating request runs one reconcile
+step afterwards, like controllers reacting to a watch event. Provoking endings is the
+driver's (:mod:`dispatch_kubeflow_testing.emulator.driver`).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from dispatch_kubeflow_testing.emulator.store import RESOURCES, ApiError, Obj, Resource
+from dispatch_kubeflow_testing.emulator.admission import (
+    admit_trainjob,
+    check_trainjob_update,
+    mutate,
+)
+from dispatch_kubeflow_testing.emulator.store import (
+    POD,
+    RESOURCES,
+    TRAINJOB,
+    ApiError,
+    Obj,
+    Resource,
+    Store,
+)
+
+if TYPE_CHECKING:
+    from dispatch_kubeflow_testing.emulator.cluster import Cluster
 
 
 @dataclass(frozen=True)
@@ -87,6 +107,153 @@ class RequestLog:
 
 
 Handler = Callable[[Request, Route], tuple[int, Obj | bytes]]
+
+
+def _json_patch(obj: Obj, ops: list[dict[str, Any]]) -> Obj:
+    result = copy.deepcopy(obj)
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        target: Any = result
+        for part in parts[:-1]:
+            target = target[int(part)] if isinstance(target, list) else target.setdefault(part, {})
+        last = parts[-1]
+        if op["op"] in ("add", "replace"):
+            if isinstance(target, list):
+                target.insert(len(target) if last == "-" else int(last), op["value"])
+            else:
+                target[last] = op["value"]
+        elif op["op"] == "remove":
+            target.pop(int(last) if isinstance(target, list) else last, None)
+        else:
+            raise ApiError(400, "BadRequest", f"unsupported JSON patch op {op['op']!r}")
+    return result
+
+
+def _annotations_only(body: object) -> bool:
+    if not isinstance(body, dict) or set(body) != {"metadata"}:
+        return False
+    meta = body["metadata"]
+    return isinstance(meta, dict) and set(meta) == {"annotations"}
+
+
+class Api:
+    """The API server's verbs on the emulated cluster's store.
+
+    ``reconcile`` runs the controllers one step (the driver's, which may be paused);
+    ``evict`` is what the Eviction API does to a pod (a disruption, as a drain's).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        cluster: Cluster,
+        reconcile: Callable[[], None],
+        evict: Callable[[Obj], None],
+    ) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.reconcile = reconcile
+        self.evict = evict
+        self.faults: list[tuple[str | None, ApiError]] = []
+
+    def inject(
+        self, code: int, reason: str, message: str, *, times: int = 1, resource: str | None = None
+    ) -> None:
+        """The next ``times`` requests (on ``resource``, a plural, if given) are answered
+        with this error instead: an overloaded API server (503, 429) or RBAC (403)."""
+        with self.store.lock:
+            self.faults.extend([(resource, ApiError(code, reason, message))] * times)
+
+    def handle(self, request: Request, where: Route) -> tuple[int, Obj | bytes]:
+        res, ns, name = where.res, where.namespace or "", where.name
+        with self.store.lock:
+            for index, (resource, fault) in enumerate(self.faults):
+                if resource in (None, res.plural):
+                    del self.faults[index]
+                    raise fault
+            if request.method == "GET" and where.log and name is not None:
+                return 200, self._log(ns, name, request.query)
+            if request.method == "GET":
+                if name is None:
+                    return 200, self.store.listing(
+                        res, where.namespace, request.query.get("labelSelector")
+                    )
+                return 200, self.store.get(res, ns, name)
+            if request.method == "POST" and where.eviction and name is not None:
+                self.evict(self.store.raw(POD, ns, name))
+                return 201, {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "code": 201,
+                }
+            if request.method == "POST" and name is None:
+                body = request.body or {}
+                if res is TRAINJOB:
+                    strict = request.query.get("fieldValidation", "Warn") == "Strict"
+                    body = admit_trainjob(
+                        self.store, ns, body, self.cluster.trainer_version, strict
+                    )
+                body.pop("status", None) if res is not TRAINJOB else None
+                created = self.store.create(res, ns, mutate(res, body))
+                self.reconcile()
+                return 201, created
+            if request.method == "PATCH" and name is not None:
+                body = request.body
+                if isinstance(body, list):
+                    current = self.store.get(res, ns, name)
+                    body = _json_patch(current, body)
+                if res is TRAINJOB and not where.status:
+                    check_trainjob_update(self.store.raw(res, ns, name), body)
+                patched = self.store.patch(res, ns, name, body, status=where.status)
+                if not _annotations_only(body):
+                    # no controller acts on an annotation; reconciling here would let a
+                    # reader's bookkeeping write advance the cluster under the test
+                    self.reconcile()
+                return 200, patched
+            if request.method == "DELETE" and name is not None:
+                options = request.body or {}
+                policy = options.get("propagationPolicy") or request.query.get("propagationPolicy")
+                grace = options.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
+                answer = self.store.delete(
+                    res, ns, name, policy, None if grace is None else int(grace)
+                )
+                self.reconcile()
+                return 200, answer
+        raise ApiError(
+            405, "MethodNotAllowed", f"{request.method} is not supported on {request.path}"
+        )
+
+    def _log(self, ns: str, name: str, query: dict[str, str]) -> bytes:
+        """``GET .../pods/NAME/log``: the container's output, ``previous=true`` for the run
+        before its last restart, ``tailLines``/``limitBytes`` as the API server reads them."""
+        pod = self.store.raw(POD, ns, name)
+        runs = self.cluster.logs.get((ns, name), [bytearray()])
+        container = query.get("container", "node")
+        if query.get("previous") == "true":
+            if len(runs) < 2:
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f'previous terminated container "{container}" in pod "{name}" not found',
+                )
+            data = bytes(runs[-2])
+        else:
+            if pod["status"].get("phase") == "Pending":
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f'container "{container}" in pod "{name}" is waiting to start: '
+                    "ContainerCreating",
+                )
+            data = bytes(runs[-1])
+        if "tailLines" in query:
+            lines = data.splitlines(keepends=True)
+            data = b"".join(lines[-int(query["tailLines"]) :]) if int(query["tailLines"]) else b""
+        if "limitBytes" in query:
+            data = data[: int(query["limitBytes"])]
+        return data
 
 
 class Server(ThreadingHTTPServer):
