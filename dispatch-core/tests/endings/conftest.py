@@ -3,13 +3,13 @@ endings tests; every object a test leaves alive is stopped."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from dispatch import Cause, CauseKind, ObjectView, Provenance
 from dispatch.local.backend import LocalBackend
+from dispatch_testing.waiting import eventually
 
 TIMEOUT = 30.0
 
@@ -33,17 +33,16 @@ def local(state_dir: Path) -> Iterator[LocalBackend]:
 @pytest.fixture
 def settle(local: LocalBackend) -> Callable[..., ObjectView]:
     def wait(object_id: str, job_id: str, until: Callable[[ObjectView], bool]) -> ObjectView:
-        deadline = time.monotonic() + TIMEOUT
-        seen: list[ObjectView] = []
-        while time.monotonic() < deadline:
-            seen = [
+        (view,) = eventually(
+            lambda: [
                 v
                 for v in local.dispatch_discover([job_id]).of_job(job_id)
                 if v.object_id == object_id
-            ]
-            if seen and until(seen[0]):
-                return seen[0]
-            time.sleep(0.05)
-        pytest.fail(f"{object_id}: condition not met in {TIMEOUT}s; last seen {seen}")
+            ],
+            until=lambda seen: len(seen) == 1 and until(seen[0]),
+            timeout=TIMEOUT,
+            what=f"{object_id} of {job_id} meets the condition",
+        )
+        return view
 
     return wait

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-import pytest
+from dispatch_testing.waiting import eventually
 
 TIMEOUT = 30.0
 
 
 def wait_for(path: Path, timeout: float = TIMEOUT) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().endswith("\n"):
-            return path.read_text()
-        time.sleep(0.05)
-    pytest.fail(f"{path} was not written in {timeout}s")
+    def written() -> str | None:
+        text = path.read_text() if path.exists() else ""
+        return text if text.endswith("\n") else None
+
+    return eventually(written, timeout=timeout, what=f"{path} is written")

@@ -13,6 +13,7 @@ import pytest
 from dispatch import Client
 from dispatch.model.enums import State
 from dispatch.notify import Notifier
+from dispatch_testing.waiting import eventually
 
 #: beats three times, then hangs (as a rank stuck in a collective would), printing nothing
 HANGS = """#!/bin/sh
@@ -47,13 +48,13 @@ def test_a_silent_heartbeat_raises_one_escalation_and_a_notification_S47(
         progress_window="3s",
         checkpoint_dir=tmp_path / "ck",
     )
-    deadline = time.monotonic() + 60
-    escalations: tuple = ()
-    while time.monotonic() < deadline and not escalations:
+
+    def escalated() -> tuple:
         client.supervise(once=True)
-        escalations = client.store.read(handle.job_id) and _escalations(client, handle.job_id)
-        time.sleep(0.5)
+        return client.store.read(handle.job_id) and _escalations(client, handle.job_id)
+
     try:
+        escalations = eventually(escalated, timeout=60, interval=0.5, what="an escalation")
         assert len(escalations) == 1, escalations
         (raised,) = escalations
         assert raised.reason.startswith("no progress for ")
@@ -65,7 +66,7 @@ def test_a_silent_heartbeat_raises_one_escalation_and_a_notification_S47(
         assert status.state is State.RUNNING and status.cause is None
         for _ in range(4):  # the same silence is escalated once
             client.supervise(once=True)
-            time.sleep(0.3)
+            time.sleep(0.3)  # lets the silence go on, as it would between ticks
         assert len(_escalations(client, handle.job_id)) == 1
         assert notifier.flush(timeout=30)
         bodies = [json.loads(line) for line in got.read_text().splitlines() if line.strip()]

@@ -6,7 +6,6 @@ to success. The stall is not written as any other cause."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from dispatch.model.events import (
     StopRequested,
     SubmissionRequested,
 )
+from dispatch_testing.waiting import eventually
 
 #: the first submission beats, then hangs printing nothing; the second one finishes
 HANGS_ONCE = """#!/bin/sh
@@ -46,10 +46,12 @@ def test_a_stalled_job_is_stopped_by_dispatch_and_resubmitted_and_says_why_S47(
         checkpoint_dir=tmp_path / "ck",
     )
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not handle.record().terminal:
+
+        def ended() -> bool:
             client.supervise(once=True)
-            time.sleep(0.5)
+            return handle.record().terminal
+
+        eventually(ended, timeout=90, interval=0.5, what="the job ends")
         status = client.status(handle.job_id)
         assert status.state is State.SUCCEEDED, status
         assert out.read_text().splitlines() == [
