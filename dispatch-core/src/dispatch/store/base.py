@@ -27,7 +27,11 @@ from dispatch.model.events import (
     OutcomeCommitted,
     encode_event,
 )
+from dispatch.model.supervision import SupervisorBeat
 from dispatch.store.codec import decode_body
+
+#: How long a supervisor that stopped ticking stays in ``RecordStore.beats``.
+BEATS_KEPT = timedelta(days=30)
 
 #: Filters ``RecordStore.jobs`` accepts besides None (every job).
 JOB_FILTERS: tuple[str, ...] = ("active", *sorted(s.value for s in TERMINAL_STATES))
@@ -547,6 +551,22 @@ class RecordStore(abc.ABC):
         The token is kept, so the next holder gets a higher one and an append still carrying
         the released lease is refused.
         """
+
+    @abc.abstractmethod
+    def lease_owners(self, job_ids: Iterable[str], now: datetime) -> dict[str, str]:
+        """The owner of each job's lease that is live at ``now``; jobs whose lease expired,
+        was released or was never taken are left out. One query, for ``status``."""
+
+    @abc.abstractmethod
+    def record_beat(self, beat: SupervisorBeat) -> None:
+        """Keep ``beat`` as its supervisor's last tick (one row per owner, replaced), and
+        forget supervisors that have not ticked for ``BEATS_KEPT``. One small transaction:
+        a supervisor writes it once per tick."""
+
+    @abc.abstractmethod
+    def beats(self) -> list[SupervisorBeat]:
+        """The supervisors that ticked on this record (within ``BEATS_KEPT``), the most
+        recent tick first."""
 
     @abc.abstractmethod
     def close(self) -> None:

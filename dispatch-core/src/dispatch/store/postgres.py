@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 #: Bumped when the tables change; a database written by a newer build is refused.
 #: 2: row-level security (owner_role, role, the policies below).
-SCHEMA_VERSION = 2
+#: 3: ``dispatch_supervisors``, the supervisors' beats.
+SCHEMA_VERSION = 3
 
 #: Members of this role act on every job (supervisors); others on their own (docs/record.md).
 OPERATOR_ROLE = "dispatch_operator"
@@ -121,6 +122,28 @@ _SCHEMA = (
     # decide which rows. UPDATE on events is for LOCK TABLE only: no policy lets a row change.
     "GRANT SELECT ON dispatch_schema TO PUBLIC",
     "GRANT SELECT, INSERT, UPDATE ON dispatch_events, dispatch_jobs, dispatch_leases TO PUBLIC",
+    # -- 3: the supervisors' beats (``status`` says who watches a job). Every role may read
+    # them; a role writes and forgets only its own supervisors' rows (operators any).
+    """CREATE TABLE IF NOT EXISTS dispatch_supervisors (
+        owner text PRIMARY KEY,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        started_at timestamptz NOT NULL,
+        last_tick timestamptz NOT NULL,
+        interval_s double precision NOT NULL,
+        lease_s double precision NOT NULL,
+        stopped_at timestamptz,
+        role text NOT NULL DEFAULT current_user
+    )""",
+    "ALTER TABLE dispatch_supervisors ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE dispatch_supervisors FORCE ROW LEVEL SECURITY",
+    "DROP POLICY IF EXISTS dispatch_beat_read ON dispatch_supervisors",
+    "CREATE POLICY dispatch_beat_read ON dispatch_supervisors FOR SELECT USING (true)",
+    "DROP POLICY IF EXISTS dispatch_beat_write ON dispatch_supervisors",
+    f"CREATE POLICY dispatch_beat_write ON dispatch_supervisors FOR ALL "
+    f"USING (role = current_user OR {_OPERATOR}) "
+    f"WITH CHECK (role = current_user OR {_OPERATOR})",
+    "GRANT SELECT, INSERT, UPDATE, DELETE ON dispatch_supervisors TO PUBLIC",
 )
 
 #: How often a transaction that PostgreSQL aborted to break a deadlock is tried again.

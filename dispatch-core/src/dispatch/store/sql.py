@@ -16,9 +16,11 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from dispatch.model.enums import State
-from dispatch.model.errors import DecodeError, RecordConflict
+from dispatch.model.errors import BadInput, DecodeError, RecordConflict
 from dispatch.model.events import Event
+from dispatch.model.supervision import SupervisorBeat
 from dispatch.store.base import (
+    BEATS_KEPT,
     Batch,
     Feed,
     JobSummary,
@@ -78,9 +80,12 @@ class Dialect:
 
 
 class SQLStore(RecordStore):
-    """A record store in SQL tables ``dispatch_events``, ``dispatch_jobs``, ``dispatch_leases``."""
+    """A record store in SQL tables ``dispatch_events``, ``dispatch_jobs``, ``dispatch_leases``
+    and ``dispatch_supervisors`` (the supervisors' beats)."""
 
     dialect: Dialect
+    #: False for a read-only record written before supervisors recorded their beats.
+    _has_beats: bool = True
 
     # -- what each driver provides --------------------------------------------------------
 
@@ -378,6 +383,83 @@ class SQLStore(RecordStore):
             )
 
         self._transaction("release leases", body)
+
+    def lease_owners(self, job_ids: Iterable[str], now: datetime) -> dict[str, str]:
+        ids = check_job_ids(job_ids, "lease_owners")
+        if not ids:
+            return {}
+        d = self.dialect
+        rows = self._query(
+            "read leases",
+            f"SELECT job_id, owner, {d.expiry_column} FROM dispatch_leases "
+            f"WHERE {d.any_of('job_id')}",
+            (d.ids(ids),),
+        )
+        return {
+            str(job_id): str(owner)
+            for job_id, owner, expires in rows
+            if owner and d.from_expiry(expires) > now
+        }
+
+    # -- supervisors' beats ---------------------------------------------------------------
+
+    def record_beat(self, beat: SupervisorBeat) -> None:
+        if not isinstance(beat, SupervisorBeat):
+            raise BadInput(f"record_beat takes a SupervisorBeat, got {type(beat).__name__}")
+        d = self.dialect
+        t = d.to_time
+        stopped = None if beat.stopped_at is None else t(beat.stopped_at)
+        row = (
+            *(beat.owner, beat.host, beat.pid, t(beat.started_at), t(beat.last_tick)),
+            *(beat.interval, beat.lease, stopped),
+        )
+
+        def body(conn: Any) -> None:
+            conn.execute(
+                d.sql(
+                    "INSERT INTO dispatch_supervisors (owner, host, pid, started_at, last_tick, "
+                    "interval_s, lease_s, stopped_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid, "
+                    "started_at = excluded.started_at, last_tick = excluded.last_tick, "
+                    "interval_s = excluded.interval_s, lease_s = excluded.lease_s, "
+                    "stopped_at = excluded.stopped_at"
+                ),
+                row,
+            )
+            conn.execute(
+                d.sql("DELETE FROM dispatch_supervisors WHERE last_tick < ?"),
+                (t(beat.last_tick - BEATS_KEPT),),
+            )
+
+        self._transaction("record the supervisor's tick", body)
+
+    def beats(self) -> list[SupervisorBeat]:
+        if not self._has_beats:
+            return []
+        rows = self._query(
+            "read the supervisors",
+            "SELECT owner, host, pid, started_at, last_tick, interval_s, lease_s, stopped_at "
+            "FROM dispatch_supervisors ORDER BY last_tick DESC",
+        )
+        found = []
+        f = self.dialect.from_time
+        for owner, host, pid, started, last, interval, lease, stopped in rows:
+            try:
+                found.append(
+                    SupervisorBeat(
+                        owner=owner,
+                        host=host,
+                        pid=pid,
+                        started_at=in_utc(f(started)),
+                        last_tick=in_utc(f(last)),
+                        interval=interval,
+                        lease=lease,
+                        stopped_at=None if stopped is None else in_utc(f(stopped)),
+                    )
+                )
+            except (DecodeError, ValueError, TypeError, OverflowError):
+                continue  # a damaged beat says nothing about the jobs: left out
+        return found
 
 
 def _text(value: Any) -> str:

@@ -33,6 +33,8 @@ from dispatch.store.permissions import (
 from dispatch.store.sql import Dialect, SQLStore
 
 #: Bumped when the tables change; a file written by a newer build is refused, not misread.
+#: (``dispatch_supervisors`` came without a bump: it is created when missing, and a build
+#: that does not know it reads and writes the other tables as before.)
 SCHEMA_VERSION = 1
 
 _TABLES = ("dispatch_schema", "dispatch_events", "dispatch_jobs", "dispatch_leases")
@@ -64,6 +66,16 @@ CREATE TABLE IF NOT EXISTS dispatch_leases (
     owner TEXT NOT NULL,
     token INTEGER NOT NULL,
     expires_us INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dispatch_supervisors (
+    owner TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    last_tick TEXT NOT NULL,
+    interval_s REAL NOT NULL,
+    lease_s REAL NOT NULL,
+    stopped_at TEXT
 );
 """
 
@@ -258,6 +270,7 @@ class SQLiteStore(SQLStore):
                 )
             if self.read_only:
                 self._check_read_only(tables)
+                self._has_beats = "dispatch_supervisors" in tables
                 return
             mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
