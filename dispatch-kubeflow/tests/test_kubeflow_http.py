@@ -486,6 +486,49 @@ def test_an_api_server_that_cannot_answer_now_is_unreachable(
     assert backend.dispatch_discover(job_ids=["job-1"]).objects == ()
 
 
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b"<html><body>502 Bad Gateway</body></html>", "is not JSON: b'<html><body>502 Bad"),
+        (b'{"items": "none"}', "without a list of items: {'items': 'none'}"),
+        (b'{"items": {"a": 1}}', "without a list of items: {'items': {'a': 1}}"),
+        (b"[1, 2]", "without a list of items: [1, 2]"),
+        (b'"items"', "without a list of items: 'items'"),
+        (b'{"kind": "TrainJobList", "items": ' + b"[" * 100_000, "is not JSON"),
+    ],
+)
+def test_a_listing_that_is_no_list_of_items_is_unreachable_with_its_words_S36(
+    backend: KubeflowBackend, emulator: Emulator, body: bytes, words: str
+) -> None:
+    """S-36, S-5: an answer about no object in particular (not JSON, no list of items) is
+    no answer: Unreachable with its words cut short, never a partial discovery; the next
+    discovery reads the cluster again."""
+    emulator.garble(body, resource="trainjobs")
+    with pytest.raises(Unreachable) as unreachable:
+        backend.dispatch_discover(job_ids=["job-1"])
+    assert words in str(unreachable.value) and len(str(unreachable.value)) < 400
+    assert backend.dispatch_discover(job_ids=["job-1"]).objects == ()
+
+
+def test_an_empty_listing_as_go_writes_it_is_no_object(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
+    emulator.garble(b'{"kind": "TrainJobList", "items": null}', resource="trainjobs")
+    assert backend.dispatch_discover(job_ids=["job-1"]).objects == ()
+
+
+def test_a_listed_pod_that_is_not_an_object_makes_the_trainjob_unknown_S4(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
+    """A pod list item that is a string (it raised AttributeError once) over real HTTP:
+    unknown with its words, alive."""
+    backend.dispatch_submit(job_id="job-g", submission=1, spec=SPEC, gated=False)
+    emulator.garble(b'{"kind": "PodList", "items": ["garbage"]}', resource="pods")
+    (obj,) = backend.dispatch_discover(job_ids=["job-g"]).objects
+    assert obj.alive and obj.cause is not None and obj.cause.kind is CauseKind.UNKNOWN
+    assert "a Pod listed cannot be told apart: Pod: the item is 'garbage'" in obj.cause.detail
+
+
 def test_a_forbidden_list_is_an_api_refusal_with_the_servers_words(
     backend: KubeflowBackend, emulator: Emulator
 ) -> None:

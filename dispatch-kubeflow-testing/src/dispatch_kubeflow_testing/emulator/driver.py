@@ -206,6 +206,11 @@ class Emulator:
         with this error instead: an overloaded API server (503, 429) or RBAC (403)."""
         self.api.inject(code, reason, message, times=times, resource=resource)
 
+    def garble(self, body: bytes, *, times: int = 1, resource: str | None = None) -> None:
+        """The next ``times`` requests (on ``resource``, a plural, if given) are answered
+        200 with ``body`` as it is, JSON or not."""
+        self.api.garble(body, times=times, resource=resource)
+
     # -- set-up ------------------------------------------------------------------------
 
     def add_runtime(

@@ -154,7 +154,7 @@ class Api:
         self.cluster = cluster
         self.reconcile = reconcile
         self.evict = evict
-        self.faults: list[tuple[str | None, ApiError]] = []
+        self.faults: list[tuple[str | None, ApiError | bytes]] = []
 
     def inject(
         self, code: int, reason: str, message: str, *, times: int = 1, resource: str | None = None
@@ -164,12 +164,20 @@ class Api:
         with self.store.lock:
             self.faults.extend([(resource, ApiError(code, reason, message))] * times)
 
+    def garble(self, body: bytes, *, times: int = 1, resource: str | None = None) -> None:
+        """The next ``times`` requests (on ``resource``, a plural, if given) are answered
+        200 with ``body`` as it is: a proxy's error page, a cut or mangled answer."""
+        with self.store.lock:
+            self.faults.extend([(resource, body)] * times)
+
     def handle(self, request: Request, where: Route) -> tuple[int, Obj | bytes]:
         res, ns, name = where.res, where.namespace or "", where.name
         with self.store.lock:
             for index, (resource, fault) in enumerate(self.faults):
                 if resource in (None, res.plural):
                     del self.faults[index]
+                    if isinstance(fault, bytes):
+                        return 200, fault
                     raise fault
             if request.method == "GET" and where.log and name is not None:
                 return 200, self._log(ns, name, request.query)
