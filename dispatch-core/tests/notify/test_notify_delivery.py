@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from dispatch.client import Client
 from dispatch.core.policy import RecoveryPolicy, Rule
 from dispatch.notify import Notifier
 from dispatch.store import open_store
+from dispatch_testing.waiting import eventually
 from notify.notify_receiver import Receiver
 
 HOLD = RecoveryPolicy(rules=(Rule(on=("non-zero-exit",), action="hold"),))  # type: ignore[arg-type]
@@ -38,13 +38,6 @@ def _notifier(store_url: str, tmp_path: Path, **kwargs: object) -> Notifier:
     return Notifier(store_url, **options)  # type: ignore[arg-type]
 
 
-def _until(check: object, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "not delivered in time"
-        time.sleep(0.05)
-
-
 @pytest.fixture
 def started(url: str, tmp_path: Path, receiver: Receiver) -> Iterator[Notifier]:
     notifier = _notifier(url, tmp_path, url=receiver.url)
@@ -65,7 +58,7 @@ def test_hold_escalation_outcome_each_posted_once_with_status(
     assert job.wait(timeout=60, interval=0.2).state.value == "held"
     job.give_up()
     assert started.flush(10)
-    _until(lambda: len(receiver.bodies) == 3)
+    eventually(lambda: len(receiver.bodies) == 3, what="3 delivered")
     events = [b["event"]["type"] for b in receiver.bodies]
     assert events == ["hold-placed", "escalation-raised", "outcome-committed"]
     hold, _, outcome = receiver.bodies
@@ -81,7 +74,7 @@ def test_never_twice_across_restarts(
     job = client.submit(["false"])
     assert job.wait(timeout=60, interval=0.2).state.value == "failed"
     started.poke()
-    _until(lambda: len(receiver.bodies) == 1)
+    eventually(lambda: len(receiver.bodies) == 1, what="1 delivered")
     started.close()
     for _ in range(3):  # three "restarted supervisors" reading the same cursor
         again = _notifier(url, tmp_path, url=receiver.url)
@@ -100,7 +93,7 @@ def test_failing_hook_retried_with_backoff_then_delivered_in_order(
     for job in (first, second):
         assert job.wait(timeout=60, interval=0.2).state.value == "failed"
     started.poke()
-    _until(lambda: len(receiver.bodies) == 2)
+    eventually(lambda: len(receiver.bodies) == 2, what="2 delivered")
     assert receiver.attempts[:2] == receiver.attempts[2:3] * 2  # the same event, retried
     assert receiver.keys()[0].startswith(receiver.attempts[0].split(":")[0])
     assert len(receiver.keys()) == len(set(receiver.keys())) == 2
@@ -118,7 +111,7 @@ def test_a_hook_that_always_fails_is_dropped_and_the_next_goes_out(
         assert client.submit(["false"]).wait(timeout=60, interval=0.2).state.value == "failed"
     with caplog.at_level("WARNING", logger="dispatch.notify"):
         notifier.poke()
-        _until(lambda: len(receiver.bodies) == 1)
+        eventually(lambda: len(receiver.bodies) == 1, what="1 delivered")
     assert "dropped after 2 attempts" in caplog.text
     notifier.close()
 
@@ -137,7 +130,7 @@ def test_a_hanging_hook_times_out_and_never_blocks_the_tick(
     other = client.submit(["true"])
     assert other.wait(timeout=60, interval=0.2).state.value == "succeeded"  # ...ticks go on
     receiver.hold.set()
-    _until(lambda: len(receiver.bodies) >= 1)
+    eventually(lambda: len(receiver.bodies) >= 1, what="at least 1 delivered")
     assert set(receiver.keys()) <= {
         f"{job.job_id}:{job.record().version}",
         f"{other.job_id}:{other.record().version}",
@@ -154,7 +147,7 @@ def test_command_sink_gets_the_body_on_stdin(url: str, tmp_path: Path) -> None:
     job = Client(url).submit(["false"])
     assert job.wait(timeout=60, interval=0.2).state.value == "failed"
     notifier.poke()
-    _until(lambda: out.exists() and out.read_text().count("\n") == 1)
+    eventually(lambda: out.exists() and out.read_text().count("\n") == 1, what="1 delivered")
     body = json.loads(out.read_text())
     assert body["event"]["type"] == "outcome-committed" and body["status"]["state"] == "failed"
     notifier.close()
@@ -163,9 +156,14 @@ def test_command_sink_gets_the_body_on_stdin(url: str, tmp_path: Path) -> None:
 def test_supervise_processes_notify_once_from_the_profile(sh: Shell, receiver: Receiver) -> None:
     sh.write("dispatch.toml", f'[profile.default.notify]\nurl = "{receiver.url}"\ntimeout = 5\n')
     job = sh.run("submit", "--", "false").stdout.strip()  # before any notifier ran
-    for _ in range(6):  # each a new supervisor process
+
+    def supervised() -> bool:  # each time a new supervisor process
         assert sh.run("supervise", "--once", "--lease", "1").returncode == 0
-        time.sleep(0.3)
+        return len(receiver.bodies) >= 2
+
+    eventually(supervised, interval=0.3, what="the escalation and the outcome delivered")
+    for _ in range(2):  # more supervisors deliver nothing again
+        assert sh.run("supervise", "--once", "--lease", "1").returncode == 0
     assert receiver.keys() == [k for k in receiver.keys() if k.startswith(job)]
     assert [b["event"]["type"] for b in receiver.bodies] == [
         "escalation-raised",
@@ -183,10 +181,11 @@ def test_a_supervisor_given_a_notifier_tells_it_after_each_tick(
     job = Client(url).submit(["false"])
     with open_store(url) as store:
         supervisor = Supervisor(store, Registry.from_entry_points(), notifier=started)
-        for _ in range(200):
+
+        def told() -> bool:
             supervisor.tick()
-            if receiver.bodies:
-                break
-            time.sleep(0.1)
+            return bool(receiver.bodies)
+
+        eventually(told, interval=0.1, what="the notifier told after a tick")
         supervisor.release()
     assert receiver.keys() == [f"{job.job_id}:{job.record().version}"]
