@@ -16,6 +16,7 @@ from dispatch import (
     Declarations,
     Discovery,
     JobSpec,
+    LogSelection,
     Phase,
     Provenance,
     Unreachable,
@@ -160,24 +161,16 @@ class MixedLogsBackend(SimulatedBackend):
     default_name = "mixes-submissions-logs"
 
     @hookimpl
-    def dispatch_logs(
-        self,
-        job_id: str,
-        submission: int,
-        object_id: str,
-        stream: str,
-        node: str | None,
-        rank: int | None,
-        offset: int,
-    ) -> Iterable[bytes]:
+    def dispatch_logs(self, object_id: str, selection: LogSelection) -> Iterable[bytes]:
+        stream, node, rank = selection.stream.value, selection.node, selection.rank
         try:
             printed = b"".join(
                 self.scheduler.output(row.object_id, stream, node=node, rank=rank)
-                for row in self.scheduler.list([job_id])
+                for row in self.scheduler.list([selection.job_id or ""])
             )
         except SchedulerDown as exc:
             raise Unreachable(str(exc)) from exc
-        return [printed[offset:]]
+        return [printed[selection.offset :]]
 
 
 class UnlistedBackend(SimulatedBackend):

@@ -10,6 +10,7 @@ from dispatch import (
     Cause,
     CauseKind,
     JobSpec,
+    LogSelection,
     ObjectView,
     Phase,
     Provenance,
@@ -273,7 +274,7 @@ def test_sim_every_task_sees_one_launch_contract(scheduler: SimScheduler, backen
     scheduler.advance(5)
     envs = []
     for rank in range(4):
-        text = b"".join(backend.logs("a", 1, object_id, rank=rank)).decode()
+        text = b"".join(backend.logs(object_id, LogSelection(rank=rank).of("a", 1))).decode()
         envs.append(dict(line.split("=", 1) for line in text.splitlines()))
     (obj,) = backend.discover(["a"]).of_job("a")
     assert {e["MASTER_ADDR"] for e in envs} == {obj.executions[0].nodes[0]}
@@ -334,11 +335,11 @@ def test_sim_logs_are_per_submission_and_resume_from_an_offset(
     one = backend.submit("a", 1, JobSpec(command=("echo", "first")), False)
     two = backend.submit("a", 2, JobSpec(command=("echo", "second")), False)
     scheduler.advance(5)
-    assert b"".join(backend.logs("a", 1, one)) == b"first\n"
-    assert b"".join(backend.logs("a", 2, two)) == b"second\n"
-    assert b"".join(backend.logs("a", 2, two, offset=3)) == b"ond\n"
+    assert b"".join(backend.logs(one, LogSelection().of("a", 1))) == b"first\n"
+    assert b"".join(backend.logs(two, LogSelection().of("a", 2))) == b"second\n"
+    assert b"".join(backend.logs(two, LogSelection().of("a", 2, 3))) == b"ond\n"
     with pytest.raises(BadInput, match="rank 7"):
-        backend.logs("a", 1, one, rank=7)
+        backend.logs(one, LogSelection(rank=7).of("a", 1))
 
 
 def test_sim_script_runs_by_its_own_interpreter(scheduler: SimScheduler, backend: Backend) -> None:
@@ -348,4 +349,4 @@ def test_sim_script_runs_by_its_own_interpreter(scheduler: SimScheduler, backend
     scheduler.advance(5)
     (obj,) = backend.discover(["a"]).of_job("a")
     assert obj.cause is not None and obj.cause.exit_code == 4
-    assert b"".join(backend.logs("a", 1, object_id)) == b"py 3\n"
+    assert b"".join(backend.logs(object_id, LogSelection().of("a", 1))) == b"py 3\n"

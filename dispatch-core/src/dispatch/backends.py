@@ -71,6 +71,12 @@ class Backend:
         self._hook = manager.hook
         missing = [hook for hook in hookspecs.hooks_needed("always") if not self.implements(hook)]
         prepared = [self.implements(hook) for hook in hookspecs.hooks_needed("prepared")]
+        if all(prepared) and self.implements("dispatch_submit"):
+            raise BackendBroken(
+                f"backend {name!r} implements dispatch_submit and dispatch_prepare with "
+                "dispatch_send: implement one way to submit (dispatch would never call "
+                "dispatch_submit)"
+            )
         if any(prepared) and not all(prepared):
             missing += [h for h in hookspecs.hooks_needed("prepared") if not self.implements(h)]
         elif not all(prepared) and not self.implements("dispatch_submit"):

@@ -69,9 +69,9 @@ class TwoStep(OneStep):
     def __init__(self, name: str = "twostep") -> None:
         super().__init__(name, api_version=2)
 
-    @hookimpl
     def dispatch_submit(self, job_id, submission, spec, gated):  # type: ignore[no-untyped-def]
-        raise AssertionError("dispatch prefers prepare and send")
+        """Not a hook: a convenience for callers holding the plugin itself."""
+        return self.dispatch_send(self.dispatch_prepare(job_id, submission, spec, gated))
 
     @hookimpl
     def dispatch_prepare(self, job_id, submission, spec, gated):  # type: ignore[no-untyped-def]
@@ -168,6 +168,19 @@ def test_prepare_without_send_or_neither_submit_is_refused_at_load_S30() -> None
 
     with pytest.raises(BackendBroken, match="dispatch_submit \\(or dispatch_prepare"):
         Registry.from_plugins({"nothing": Nothing()}).get("nothing")
+
+
+def test_a_backend_submitting_both_ways_is_refused_at_load_S31() -> None:
+    """A subclass adding a ``dispatch_submit`` hook to a backend that prepares would never
+    be called: refused loudly instead of bypassed silently."""
+
+    class Recording(TwoStep):
+        @hookimpl
+        def dispatch_submit(self, job_id, submission, spec, gated):  # type: ignore[no-untyped-def]
+            return super().dispatch_submit(job_id, submission, spec, gated)
+
+    with pytest.raises(BackendBroken, match="implement one way to submit"):
+        Registry.from_plugins({"twostep": Recording()}).get("twostep")
 
 
 def test_a_backend_for_a_newer_contract_is_refused_at_load_S31() -> None:

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
 from pathlib import Path
 
-from dispatch import Backend, CauseKind, JobSpec, hookimpl
+from dispatch import Backend, CauseKind, JobSpec, Prepared, hookimpl
 from dispatch_slurm.backend import SlurmBackend
 from dispatch_testing.kit.harness import Harness, NotProvokable, Provoked, Scenario
 
@@ -75,8 +75,8 @@ class _RecordingBackend(SlurmBackend):
         self.submitted: set[str] = set()
 
     @hookimpl
-    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
-        object_id = super().dispatch_submit(job_id, submission, spec, gated)
+    def dispatch_send(self, prepared: Prepared) -> str:
+        object_id = super().dispatch_send(prepared)
         self.submitted.add(object_id)
         return object_id
 

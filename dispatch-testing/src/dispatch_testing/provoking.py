@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dispatch import Backend, Cause, Declarations, Discovery, JobSpec, hookimpl
+from dispatch import Backend, Cause, Declarations, Discovery, JobSpec, LogSelection, hookimpl
 
 from dispatch_testing.kit.harness import Harness, Provoked, Scenario
 
@@ -72,17 +72,6 @@ class ProvokingPlugin:
         self.real.stop(object_id, cause)
 
     @hookimpl
-    def dispatch_logs(
-        self,
-        job_id: str,
-        submission: int,
-        object_id: str,
-        stream: str,
-        node: str | None,
-        rank: int | None,
-        offset: int,
-    ) -> Iterable[bytes]:
+    def dispatch_logs(self, object_id: str, selection: LogSelection) -> Iterable[bytes]:
         # forwarded so a backend declaring `logs` stays loadable behind the wrapper
-        return self.real.logs(
-            job_id, submission, object_id, stream=stream, node=node, rank=rank, offset=offset
-        )
+        return self.real.logs(object_id, selection)

@@ -52,6 +52,7 @@ from dispatch import (
     Capability,
     CauseKind,
     JobSpec,
+    LogSelection,
     Phase,
     Provenance,
     Resources,
@@ -342,7 +343,9 @@ class Harness:
             )
         seen: list[Mapping[str, str]] = []
         for rank in range(world_size):
-            text = b"".join(backend.logs(job_id, 1, object_id, rank=rank)).decode(errors="replace")
+            text = b"".join(backend.logs(object_id, LogSelection(rank=rank).of(job_id, 1))).decode(
+                errors="replace"
+            )
             env: dict[str, str] = {}
             for line in text.splitlines():
                 key, sep, value = line.partition("=")

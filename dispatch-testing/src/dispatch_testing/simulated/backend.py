@@ -36,6 +36,7 @@ from dispatch import (
     Execution,
     JobSpec,
     Launcher,
+    LogSelection,
     ObjectView,
     Phase,
     Provenance,
@@ -179,13 +180,6 @@ class SimulatedBackend:
             raise BadInput(f"option requeue={raw!r}: expected a whole number of requeues")
 
     @hookimpl
-    def dispatch_render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
-        tags = {SimScheduler.TAG_JOB: job_id, SimScheduler.TAG_SUBMISSION: str(submission)}
-        return f"submit tags={tags} hold={gated} exclude={sorted(spec.exclude_nodes)}\n" + (
-            spec.model_dump_json(indent=2)
-        )
-
-    @hookimpl
     def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
         raw = spec.options.get("requeue", "0")
         if not raw.isdigit():
@@ -218,25 +212,17 @@ class SimulatedBackend:
             raise Unreachable(f"simulated scheduler: {exc}") from exc
 
     @hookimpl
-    def dispatch_logs(
-        self,
-        job_id: str,
-        submission: int,
-        object_id: str,
-        stream: str,
-        node: str | None,
-        rank: int | None,
-        offset: int,
-    ) -> Iterable[bytes]:
-        if stream not in ("stdout", "stderr"):
-            raise BadInput(f"stream {stream!r}: expected stdout or stderr")
+    def dispatch_logs(self, object_id: str, selection: LogSelection) -> Iterable[bytes]:
         try:
-            printed = self.scheduler.output(object_id, stream, node=node, rank=rank)
+            printed = self.scheduler.output(
+                object_id, selection.stream.value, node=selection.node, rank=selection.rank
+            )
         except SchedulerDown as exc:
             raise Unreachable(f"simulated scheduler: {exc}") from exc
         except LookupError as exc:
-            raise BadInput(f"logs of job {job_id} submission {submission}: {exc}") from exc
-        rest = printed[offset:]
+            where = f"job {selection.job_id} submission {selection.submission}"
+            raise BadInput(f"logs of {where}: {exc}") from exc
+        rest = printed[selection.offset :]
         return (rest[i : i + CHUNK] for i in range(0, len(rest), CHUNK))
 
     # -- mapping the scheduler's words ---------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+from dispatch import LogSelection
+
 from dispatch_testing.kit.harness import NotProvokable
 from dispatch_testing.kit.suite.support import not_provokable
 from dispatch_testing.kit.view import Kit
@@ -24,12 +26,12 @@ def check_logs(kit: Kit, job: str, new_job: Callable[[], str]) -> None:
         "both submissions ended",
     )
     for n, word in words.items():
-        chunks = list(kit.backend.logs(job, n, ids[n]))
+        chunks = list(kit.backend.logs(ids[n], LogSelection().of(job, n)))
         assert all(isinstance(c, bytes) for c in chunks), "dispatch_logs yields bytes"
         text = b"".join(chunks)
         assert word.encode() in text, f"submission {n} printed {word!r}; its logs: {text!r}"
         other = words[3 - n].encode()
         assert other not in text, f"the logs of submission {n} hold submission {3 - n}'s"
         at = text.index(word.encode())
-        rest = b"".join(kit.backend.logs(job, n, ids[n], offset=at))
+        rest = b"".join(kit.backend.logs(ids[n], LogSelection().of(job, n, at)))
         assert rest == text[at:], f"logs from offset {at} are not the rest: {rest!r}"

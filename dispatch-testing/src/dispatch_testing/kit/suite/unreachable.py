@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dispatch import Capability, Unreachable
+from dispatch import Capability, LogSelection, Unreachable
 
 from dispatch_testing.kit.harness import NotProvokable
 from dispatch_testing.kit.suite.support import STOP, alive, find_object, not_provokable
@@ -28,7 +28,9 @@ class UnreachableTests:
                 if Capability.GATING in kit.declarations.capabilities:
                     calls["open_gate"] = lambda: kit.backend.open_gate(object_id)
                 if Capability.LOGS in kit.declarations.capabilities:
-                    calls["logs"] = lambda: list(kit.backend.logs(job, 1, object_id))
+                    calls["logs"] = lambda: list(
+                        kit.backend.logs(object_id, LogSelection().of(job, 1))
+                    )
                 answered = {}
                 for what, call in calls.items():
                     try:
