@@ -30,7 +30,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from dispatch.handle import JobHandle, WaitTimeout
-from dispatch.inputs import build_resources, check_text, default_name, text_pairs
+from dispatch.inputs import build_resources, check_text, default_name, launch, text_pairs
 from dispatch.model.errors import BadInput, SubmitRefused, Unreachable
 
 if TYPE_CHECKING:
@@ -266,27 +266,21 @@ class Client:
             resources = self._default("resources")
         merged_options = dict(self._default("options") or {})
         merged_options.update(options or {})
-        from dispatch.model.enums import Launcher
-
-        try:
-            how = Launcher(launcher if launcher is not None else Launcher.TASKS)
-        except ValueError:
-            choices = ", ".join(m.value for m in Launcher)
-            raise BadInput(f"launcher {launcher!r}: give one of {choices}") from None
+        how, built = launch(words, launcher, build_resources(resources))
         return JobSpec(
             name=name or default_name(script_file, words),
             command=words,
             script=script,
             env=text_pairs(env, "env"),
             workdir=workdir,
-            resources=build_resources(resources),
+            resources=built,
             options=text_pairs(merged_options, "option"),
             launcher=how,
             **endings(
                 warn=warn,
                 checkpoint_dir=checkpoint_dir,
                 progress_window=progress_window,
-                time_limit=build_resources(resources).time_limit,
+                time_limit=built.time_limit,
             ),  # S-44, S-45, S-47: dispatch.warning_text
         )
 
@@ -325,8 +319,11 @@ class Client:
         :param policy: a :class:`dispatch.RecoveryPolicy` or a policy file's path.
         :param resources: a :class:`dispatch.Resources` or a mapping (see
             :func:`build_resources`).
-        :param launcher: ``"tasks"`` (the command once per task, default) or ``"torchrun"``
-            (once per node, torchrun's rendezvous set): :class:`dispatch.Launcher` (S-41).
+        :param launcher: ``"tasks"`` (the command once per task) or ``"torchrun"`` (once per
+            node, torchrun's rendezvous set): :class:`dispatch.Launcher` (S-41). Default:
+            ``torchrun`` when the command starts torchrun (``torchrun ...``, ``python -m
+            torch.distributed.run ...``), where ``gpus_per_node`` N without
+            ``tasks_per_node`` starts N workers per node; else ``tasks``.
         :param warn: ``"USR1@90s"`` or an :class:`dispatch.core.warning.EndWarning`: the
             signal sent that long before a time limit, preemption or stop (S-45).
         :param checkpoint_dir: the job's checkpoint directory (DISPATCH_CHECKPOINT_DIR);

@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dispatch.model.enums import Launcher
 from dispatch.model.errors import BadInput
 
 if TYPE_CHECKING:
@@ -71,6 +72,50 @@ def default_name(script_file: str | os.PathLike[str] | None, command: Sequence[s
         if Path(word).name not in _INTERPRETERS and Path(word).name:
             return Path(word).name
     return Path(command[0]).name or "job"
+
+
+def starts_torchrun(command: Sequence[str]) -> bool:
+    """Whether the command starts torchrun: ``torchrun ...`` or ``python -m
+    torch.distributed.run ...`` (``python3``, ``python3.11``... too), after an ``env`` and
+    its ``NAME=value`` words if the command begins with them."""
+    words = list(command)
+    if words and Path(words[0]).name == "env":
+        words = words[1:]
+        while words and ("=" in words[0] or words[0].startswith("-")):
+            words = words[1:]
+    if not words:
+        return False
+    program = Path(words[0]).name
+    if program == "torchrun":
+        return True
+    interpreter = program == "python" or (
+        program.startswith("python") and program[6:].replace(".", "").isdigit()
+    )
+    return interpreter and words[1:3] == ["-m", "torch.distributed.run"]
+
+
+def launch(
+    command: Sequence[str], launcher: str | None, resources: Resources
+) -> tuple[Launcher, Resources]:
+    """The launcher and resources a command runs with: a command that starts torchrun
+    runs under the ``torchrun`` launcher unless ``launcher`` says otherwise; under it,
+    ``gpus_per_node`` N with no ``tasks_per_node`` given starts N workers per node
+    (``tasks_per_node`` = N: torchrun's ``nproc_per_node``)."""
+    if launcher is None:
+        how = Launcher.TORCHRUN if starts_torchrun(command) else Launcher.TASKS
+    else:
+        try:
+            how = Launcher(launcher)
+        except ValueError:
+            choices = ", ".join(m.value for m in Launcher)
+            raise BadInput(f"launcher {launcher!r}: give one of {choices}") from None
+    if (
+        how is Launcher.TORCHRUN
+        and resources.gpus_per_node
+        and "tasks_per_node" not in resources.model_fields_set
+    ):
+        resources = resources.model_copy(update={"tasks_per_node": resources.gpus_per_node})
+    return how, resources
 
 
 def build_resources(

@@ -40,7 +40,9 @@ _COUNT = click.IntRange(min=1, max=1_000_000)
     "--launcher",
     type=click.Choice(["tasks", "torchrun"]),
     help="tasks: the command once per task, each with RANK/WORLD_SIZE/MASTER_ADDR...; "
-    "torchrun: once per node, torchrun's rendezvous set through PET_* [default: tasks]",
+    "torchrun: once per node, torchrun's rendezvous set through PET_*, --gpus-per-node "
+    "workers per node unless --tasks-per-node says [default: torchrun when the command "
+    "is torchrun or python -m torch.distributed.run, else tasks]",
 )
 @click.option("--cpus-per-task", type=_COUNT)
 @click.option("--gpus-per-node", type=click.IntRange(min=0, max=1_000_000))
