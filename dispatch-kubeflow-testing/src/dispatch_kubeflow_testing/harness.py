@@ -6,45 +6,31 @@ Loaded only by the kit (entry point ``dispatch.harnesses: kubeflow``), so it may
 backend at it with a real kubeconfig; the client does real HTTP. The live tier
 (``--live``) is :class:`dispatch_kubeflow_testing.live.harness.LiveKubeflowHarness`, on a
 real kube-apiserver with JobSet and the Trainer: asking this class for it hands it over.
+Both submit each scenario's spec the same way
+(:class:`dispatch_kubeflow_testing.scenarios.KubeflowScenarios`).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Set
+from collections.abc import Iterator, Set
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 
 from dispatch.backends import Backend
-from dispatch.model.errors import SubmitRefused
-from dispatch.model.spec import JobSpec, Resources
-from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
-from dispatch_testing.kit.harness import (
-    MULTI_NODE_SCENARIOS,
-    Harness,
-    NotProvokable,
-    Provoked,
-    Scenario,
-)
+from dispatch_testing.kit.harness import MULTI_NODE_SCENARIOS, NotProvokable, Provoked, Scenario
 
 from dispatch_kubeflow_testing.emulator import Emulator
+from dispatch_kubeflow_testing.scenarios import KubeflowScenarios
 
 UNMAPPABLE = ("QuotaWizardRejected", "the quota wizard rejected this TrainJob at 03:14")
 
 
-class KubeflowHarness(Harness):
-    name = "kubeflow"
-    poll_interval = 1.0
+class KubeflowHarness(KubeflowScenarios):
     timeout = 30.0
-    #: one task per node: a pod is one node and Kubernetes keeps one log per container,
-    #: so a rank's own output is a pod's log only with one task per node (with several,
-    #: the node's tasks share it; the launcher itself is tested with several in
-    #: dispatch-kubeflow/tests/test_kubeflow_launch.py)
-    multi_node_shape = (2, 1)
 
     def __new__(cls, live: bool = False) -> KubeflowHarness:
         """The entry point names this class for both tiers; the live one is its own."""
@@ -95,32 +81,8 @@ class KubeflowHarness(Harness):
         finally:
             self.emu.come_back()
 
-    def long_spec(self) -> JobSpec:
-        return JobSpec(
-            name="kit-long", command=("torchrun", "train.py"), resources=Resources(nodes=2)
-        )
-
-    def quick_spec(self) -> JobSpec:
-        return JobSpec(name="kit-quick", command=("true",), resources=Resources(nodes=2))
-
     def scenarios(self) -> Set[Scenario]:
-        return frozenset(
-            {
-                Scenario.SUCCESS,
-                Scenario.EXIT_NONZERO,
-                Scenario.SIGNAL,
-                Scenario.TIME_LIMIT,
-                Scenario.PREEMPTED,
-                Scenario.NODE_LOST,
-                Scenario.OUT_OF_MEMORY,
-                Scenario.LAUNCH_FAILED,
-                Scenario.NO_CAPACITY,
-                Scenario.HELD_BY_SCHEDULER,
-                Scenario.UNMAPPABLE,
-                Scenario.NODE_LOST_OF_N,
-                Scenario.RANK_FAILED,
-            }
-        )
+        return frozenset({*super().scenarios(), Scenario.UNMAPPABLE})
 
     def restore_nodes(self, nodes: Set[str]) -> None:
         for node in nodes:
@@ -128,41 +90,16 @@ class KubeflowHarness(Harness):
             if node in self._lost:
                 self._lost.remove(node)
 
-    def not_provokable(self) -> Mapping[Scenario, str]:
-        return {
-            Scenario.CANCELLED_BY_SCHEDULER: (
-                "Kubernetes records no cancel: a TrainJob deleted by someone other than "
-                "dispatch is reported unknown ('deletion without a recorded stop', "
-                "docs/mapping.md); only dispatch's own stop ends an object cancelled"
-            ),
-        }
-
     def provoke(self, scenario: Scenario, backend: Backend, job_id: str) -> Provoked:
+        """Nodes an earlier scenario lost come back first, so the new pods have room."""
         emu = self.emu
         for node in self._lost:
             emu.recover_node(node)
         self._lost.clear()
-        spec = self.multi_node_spec() if scenario in MULTI_NODE_SCENARIOS else self.long_spec()
-        resources = spec.resources
-        exit_code: int | None = None
-        if scenario is Scenario.SUCCESS:
-            spec = self.quick_spec()
-        elif scenario is Scenario.EXIT_NONZERO:
-            spec, exit_code = spec.model_copy(update={"command": ("sh", "-c", "exit 3")}), 3
-        elif scenario is Scenario.TIME_LIMIT:
-            resources = resources.model_copy(update={"time_limit": timedelta(minutes=5)})
-        elif scenario is Scenario.NO_CAPACITY:
-            resources = resources.model_copy(update={"gpus_per_node": 16})
-        elif scenario is Scenario.LAUNCH_FAILED:
-            spec = spec.model_copy(update={"options": {"runtime": "kit-no-such-runtime"}})
-        spec = spec.model_copy(update={"resources": resources})
-        try:
-            object_id = backend.submit(job_id, 1, spec, False)
-        except SubmitRefused as exc:
-            if scenario is Scenario.LAUNCH_FAILED:
-                return Provoked(object_id=None, refused=exc)
-            raise
-        name = tags.split_object_id(object_id)[1]
+        return super().provoke(scenario, backend, job_id)
+
+    def act(self, scenario: Scenario, object_id: str, name: str, exit_code: int | None) -> Provoked:
+        emu = self.emu
         raw: str | None = None
         if scenario in MULTI_NODE_SCENARIOS:
             # node rank 1 of 2: not the master's node, the stronger test

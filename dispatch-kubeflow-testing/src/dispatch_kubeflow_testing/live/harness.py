@@ -2,7 +2,9 @@
 --live``): the real control plane of ``start-kube.sh``, provoked by :class:`LiveDriver`.
 
 The kit's entry point names :class:`dispatch_kubeflow_testing.harness.KubeflowHarness`;
-that class hands the live tier to this one, so one entry point serves both tiers.
+that class hands the live tier to this one, so one entry point serves both tiers. Both
+submit each scenario's spec the same way
+(:class:`dispatch_kubeflow_testing.scenarios.KubeflowScenarios`).
 
 KWOK stands in for the kubelet and runs no processes, so the launch contract (S-41) is
 checked the way a kubelet would produce it: each rank's container command (dispatch's
@@ -21,16 +23,16 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from dispatch.backends import Backend
-from dispatch.model.errors import SubmitRefused
-from dispatch.model.spec import JobSpec, Resources
+from dispatch.model.spec import JobSpec
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.config import KubeflowConfig
-from dispatch_testing.kit.harness import Harness, NotProvokable, Provoked, Scenario
+from dispatch_testing.kit.harness import NotProvokable, Provoked, Scenario
 
 from dispatch_kubeflow_testing.live.cluster import control_plane
 from dispatch_kubeflow_testing.live.driver import LiveDriver
 from dispatch_kubeflow_testing.live.kubeapi import Obj
+from dispatch_kubeflow_testing.scenarios import KubeflowScenarios
 
 IMAGE = "registry.example/acme/train:1.4"
 #: the PATH a container image's shell would have (the kubelet adds none)
@@ -109,14 +111,14 @@ def run_container(pod: Obj, timeout: float = 30.0) -> str:
     return done.stdout
 
 
-class LiveKubeflowHarness(Harness):
-    name = "kubeflow"
-    poll_interval = 1.0
+class LiveKubeflowHarness(KubeflowScenarios):
     #: the real Job controller backs off between restarts: endings take tens of seconds
     timeout = 180.0
-    #: one task per node: a pod is one rank, so what a rank prints is its pod's command's
-    #: output (several tasks per node share one container and interleave)
-    multi_node_shape = (2, 1)
+    #: the Trainer's deadline is real time here
+    time_limit = timedelta(seconds=20)
+    #: the real scheduler preempts a pod only for one that needs its node's GPUs
+    preempt_gpus = 8
+    image = IMAGE
 
     def __init__(self, live: bool = True) -> None:
         super().__init__(live=True)
@@ -153,17 +155,6 @@ class LiveKubeflowHarness(Harness):
     def unreachable(self) -> Iterator[None]:
         with self.live_driver.api_frozen():
             yield
-
-    def long_spec(self) -> JobSpec:
-        return JobSpec(
-            name="kit-long",
-            command=("torchrun", "train.py"),
-            resources=Resources(nodes=2),
-            options={"image": IMAGE},
-        )
-
-    def quick_spec(self) -> JobSpec:
-        return JobSpec(name="kit-quick", command=("true",), resources=Resources(nodes=2))
 
     def printing_spec(self, text: str) -> JobSpec:
         raise NotProvokable(
@@ -206,30 +197,9 @@ class LiveKubeflowHarness(Harness):
         for node in nodes:
             self.live_driver.recover_node(node)
 
-    def scenarios(self) -> Set[Scenario]:
-        return frozenset(
-            {
-                Scenario.SUCCESS,
-                Scenario.EXIT_NONZERO,
-                Scenario.SIGNAL,
-                Scenario.TIME_LIMIT,
-                Scenario.PREEMPTED,
-                Scenario.NODE_LOST,
-                Scenario.OUT_OF_MEMORY,
-                Scenario.LAUNCH_FAILED,
-                Scenario.NO_CAPACITY,
-                Scenario.HELD_BY_SCHEDULER,
-                Scenario.NODE_LOST_OF_N,
-                Scenario.RANK_FAILED,
-            }
-        )
-
     def not_provokable(self) -> Mapping[Scenario, str]:
         return {
-            Scenario.CANCELLED_BY_SCHEDULER: (
-                "Kubernetes records no cancel: a TrainJob deleted by someone other than "
-                "dispatch is reported unknown; only dispatch's own stop ends one cancelled"
-            ),
+            **super().not_provokable(),
             Scenario.UNMAPPABLE: (
                 "the real controllers only write reasons the adapter maps; writing an "
                 "invented one into their status would fake them (the offline tier covers it)"
@@ -240,32 +210,9 @@ class LiveKubeflowHarness(Harness):
             ),
         }
 
-    def provoke(self, scenario: Scenario, backend: Backend, job_id: str) -> Provoked:
+    def act(self, scenario: Scenario, object_id: str, name: str, exit_code: int | None) -> Provoked:
         driver = self.live_driver
-        spec = self.long_spec()
-        resources = spec.resources
-        exit_code: int | None = None
         detail: str | None = None
-        if scenario is Scenario.SUCCESS:
-            spec = self.quick_spec()
-        elif scenario is Scenario.EXIT_NONZERO:
-            spec, exit_code = spec.model_copy(update={"command": ("sh", "-c", "exit 3")}), 3
-        elif scenario is Scenario.TIME_LIMIT:
-            resources = resources.model_copy(update={"time_limit": timedelta(seconds=20)})
-        elif scenario is Scenario.NO_CAPACITY:
-            resources = resources.model_copy(update={"gpus_per_node": 16})
-        elif scenario is Scenario.PREEMPTED:
-            resources = resources.model_copy(update={"gpus_per_node": 8})
-        elif scenario is Scenario.LAUNCH_FAILED:
-            spec = spec.model_copy(update={"options": {"runtime": "kit-no-such-runtime"}})
-        spec = spec.model_copy(update={"resources": resources})
-        try:
-            object_id = backend.submit(job_id, 1, spec, False)
-        except SubmitRefused as exc:
-            if scenario is Scenario.LAUNCH_FAILED:
-                return Provoked(object_id=None, refused=exc)
-            raise
-        name = tags.split_object_id(object_id)[1]
         nodes: tuple[str, ...] = ()
         if scenario is Scenario.SIGNAL:
             driver.exit(name, 137, pod=0)
