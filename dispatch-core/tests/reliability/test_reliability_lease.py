@@ -4,7 +4,9 @@ the local backend, the first one slowed down by stops that wait out a grace."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from contextlib import closing
 from datetime import UTC, datetime
 
 from dispatch import JobSpec, RecoveryPolicy, Registry
@@ -12,6 +14,7 @@ from dispatch.core.interventions import cancel
 from dispatch.job_records import append_request, create_job, load_job
 from dispatch.store.sqlite import SQLiteStore
 from dispatch_testing.crash import Machine
+from dispatch_testing.waiting import eventually
 
 GRACE = "1.5"  # each stop of a job ignoring SIGTERM waits this long before SIGKILL
 LEASE = "2"
@@ -57,10 +60,22 @@ def test_a_submission_never_runs_twice_when_a_tick_outlasts_its_lease_S49(
             now=datetime.now(UTC),
         )
 
+    started_us = time.time() * 1_000_000
     first = machine.start("supervise", "--once", "--lease", LEASE, env=slow)
     # The first supervisor's tick stops three jobs of 1.5 s each: its 2 s lease runs out
-    # in the middle, and a second supervisor starts then.
-    time.sleep(2.6)
+    # in the middle, and a second supervisor starts then (however slowly the first started).
+
+    def a_lease_ran_out() -> bool:
+        if first.poll() is not None:
+            return True  # its tick is over: nothing left to race with
+        with closing(sqlite3.connect(f"file:{machine.record}?mode=ro", uri=True)) as db:
+            held = db.execute("SELECT expires_us FROM dispatch_leases WHERE owner != ''")
+            expiries = [expires_us for (expires_us,) in held.fetchall()]
+        # taken by the first supervisor (after it started), and one of them past: it renews
+        # the others' after each stop, so they do not all run out at once
+        return bool(expiries) and started_us < min(expiries) < time.time() * 1e6
+
+    eventually(a_lease_ran_out, timeout=60, what="a lease of the first supervisor runs out")
     second = machine.start("supervise", "--once", "--lease", LEASE, env=slow)
     for proc in (first, second):
         out, err = proc.communicate(timeout=60)

@@ -7,10 +7,10 @@ import json
 import os
 import shutil
 import signal
-import time
 from pathlib import Path
 
 from dispatch_testing.crash import Machine
+from dispatch_testing.waiting import eventually
 
 
 def _commands_of(job_id: str) -> list[int]:
@@ -32,15 +32,12 @@ def _commands_of(job_id: str) -> list[int]:
 def _delete_while_written(path: Path) -> None:
     """Delete a directory the object's keeper may be writing into at that moment (rmtree
     then fails with "Directory not empty"): try again until one pass gets it all."""
-    for _ in range(100):
-        try:
-            shutil.rmtree(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.02)
-    shutil.rmtree(path)
+
+    def deleted() -> bool:
+        shutil.rmtree(path, ignore_errors=True)
+        return not path.exists()
+
+    eventually(deleted, interval=0.02, what=f"{path} is deleted")
 
 
 def test_cancel_stops_a_command_whose_object_directory_was_deleted_S28(machine: Machine) -> None:

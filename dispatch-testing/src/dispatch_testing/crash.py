@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dispatch_testing.waiting import eventually
+
 SUPERVISOR_STEPS = ("intent-recorded", "submitted", "stopped", "gate-opened", "result-recorded")
 #: The local backend's submit steps, each after the method of LocalBackend that ends it.
 LOCAL_STEPS = {
@@ -234,11 +236,7 @@ class Machine:
 
     def until(self, what: Callable[[], bool], timeout: float = TIMEOUT, every: float = 0.1) -> None:
         """Wait, bounded, for ``what()``; fail naming it."""
-        deadline = time.monotonic() + timeout
-        while not what():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not true after {timeout}s: {what.__doc__ or what}")
-            time.sleep(every)
+        eventually(what, timeout=timeout, interval=every, what=what.__doc__ or repr(what))
 
 
 # ---------------------------------------------------------------------- the campaign
