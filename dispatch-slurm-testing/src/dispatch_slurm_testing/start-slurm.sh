@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# start-slurm.sh: a real multi-node Slurm 22.05 (Debian packages) on ONE host for
-# dispatch-slurm's live tests, on a fresh Debian 12 machine, as root, without systemd:
+# start-slurm.sh: a real multi-node Slurm on ONE host for dispatch-slurm's live tests, on a
+# fresh Debian 12 machine, as root, without systemd: 22.05 from Debian's packages (the
+# default), or 24.11.7, 25.11.7, 26.05.3 built from their release tarballs (SLURM_VERSION);
 # one slurmctld, one slurmdbd and NODES slurmd's, each its own compute node
 # (`slurmd -N nodeX`, own port, spool, pid file, log and cgroup tree slurm_nodeX), so a
 # job with --nodes 2 really runs on two slurmd's. Debian's build has MULTIPLE_SLURMD.
@@ -17,15 +18,33 @@
 #                                   (sockets stay open, like a node that lost power)
 #   start-slurm.sh restore NODE     thaw and kill what is left on it, start its slurmd again,
 #                                   resume it, wait until it is idle or in use
+#   start-slurm.sh build [--background]
+#                                   (a built version) build and install it into the cache
+#                                   unless it is there; --background: detached at nice 19,
+#                                   holding a lock, progress in a status file beside it
+#   start-slurm.sh env              the variables a client of this version's cluster needs
+#                                   (PATH, SLURM_CONF, DISPATCH_SLURM_DIR), as shell lines
+#
+# Versions side by side: each built version has its own ports, state directory, config
+# directory (SLURM_CONF), accounting database and cgroup trees (its own cgroup v1
+# sub-hierarchies, bind-mounted under its state directory), so it runs beside the 22.05
+# cluster; munged and MariaDB are shared, and `stop` of a built version leaves them alone.
 #
 # Idempotent: a daemon already running is left alone, the config is rewritten only when
 # its content changes (and then the daemons are restarted, since TaskPlugin and friends
 # are not reloadable by `scontrol reconfigure`).
 #
 # Environment:
-#   DISPATCH_SLURM_DIR   state, spool, logs, pid files   (default /var/tmp/dispatch-slurm)
+#   SLURM_VERSION=22.05  22.05 (Debian's package) | 24.11.7 | 25.11.7 | 26.05.3 (built)
+#   DISPATCH_SLURM_SOURCES  where slurm-<version>.tar.gz are (default: shared/slurm/src
+#                        beside the checkout)
+#   DISPATCH_SLURM_CACHE builds, one prefix per version and tarball sha256
+#                        (default /var/cache/dispatch/slurm)
+#   DISPATCH_SLURM_DIR   state, spool, logs, pid files   (default /var/tmp/dispatch-slurm,
+#                        /var/tmp/dispatch-slurm-<version> for a built version)
 #   SKIP_APT=1           do not run apt-get (packages already installed)
-#   NODES=4              compute nodes node1..nodeN (slurmd ports 6821..682N)
+#   NODES=4              compute nodes node1..nodeN (22.05: slurmd ports 6821..682N;
+#                        a built version: its own range, see version_ports)
 #   CGROUP=auto|yes|no   memory enforcement through cgroup v1, one tree per node (needed
 #                        for OUT_OF_MEMORY); auto: use it when cgroup v1 is writable
 #   SLURMD_TIMEOUT=10    seconds before a silent slurmd's node is declared down; kept
@@ -43,7 +62,43 @@
 # out-of-memory ending can be provoked here.
 set -euo pipefail
 
-DIR=${DISPATCH_SLURM_DIR:-/var/tmp/dispatch-slurm}
+HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+SLURM_VERSION=${SLURM_VERSION:-22.05}
+case $SLURM_VERSION in
+  22.05) BUILT=0 ;;
+  24.11.7 | 25.11.7 | 26.05.3) BUILT=1 ;;
+  *) echo "[start-slurm] SLURM_VERSION=$SLURM_VERSION: not one of 22.05, 24.11.7, 25.11.7, 26.05.3" >&2; exit 2 ;;
+esac
+# ports per version: slurmctld, slurmdbd, and slurmd's from SLURMD_PORT0+1 (22.05 keeps
+# Slurm's defaults 6817/6819/6821..)
+case $SLURM_VERSION in
+  22.05) CTLD_PORT=6817 DBD_PORT=6819 SLURMD_PORT0=6820 ;;
+  24.11.7) CTLD_PORT=6840 DBD_PORT=6842 SLURMD_PORT0=6844 ;;
+  25.11.7) CTLD_PORT=6860 DBD_PORT=6862 SLURMD_PORT0=6864 ;;
+  26.05.3) CTLD_PORT=6880 DBD_PORT=6882 SLURMD_PORT0=6884 ;;
+esac
+if ((BUILT)); then
+  DIR=${DISPATCH_SLURM_DIR:-/var/tmp/dispatch-slurm-$SLURM_VERSION}
+  CONF_DIR=$DIR/etc
+  # the cgroup v1 sub-hierarchies of this version, bind-mounted here (CgroupMountpoint)
+  CG_ROOT=$DIR/cgroup
+  ACCT_DB=slurm_acct_db_${SLURM_VERSION//./_}
+else
+  DIR=${DISPATCH_SLURM_DIR:-/var/tmp/dispatch-slurm}
+  CONF_DIR=/etc/slurm
+  CG_ROOT=/sys/fs/cgroup
+  ACCT_DB=slurm_acct_db
+fi
+CACHE=${DISPATCH_SLURM_CACHE:-/var/cache/dispatch/slurm}
+# the checkout's root when this script runs from one (package data of
+# dispatch-slurm-testing), for the default sources directory beside it
+CHECKOUT=$(cd "$HERE/../../.." 2>/dev/null && pwd)
+if [[ -d $CHECKOUT/dispatch-slurm-testing ]]; then
+  SOURCES=${DISPATCH_SLURM_SOURCES:-$(dirname "$CHECKOUT")/shared/slurm/src}
+else # an installed wheel: no checkout to look beside
+  SOURCES=${DISPATCH_SLURM_SOURCES:-shared/slurm/src}
+fi
+TARBALL=$SOURCES/slurm-$SLURM_VERSION.tar.gz
 SKIP_APT=${SKIP_APT:-0}
 CGROUP=${CGROUP:-auto}
 SLURMD_TIMEOUT=${SLURMD_TIMEOUT:-10}
@@ -54,7 +109,6 @@ NODE_MEM=${NODE_MEM:-$(awk -v n="$NODES" '/^MemTotal:/ {print int($2 / 1024 * 0.
 CONTROLLER=$(hostname -s)
 MUNGE_PID=/run/munge/munged.pid
 MARIADB_PID=/run/mysqld/mysqld.pid
-SLURMD_PORT0=6820
 
 say() { printf '[start-slurm] %s\n' "$*"; }
 running() { [[ -s $1 ]] && kill -0 "$(<"$1")" 2>/dev/null; }
@@ -90,7 +144,7 @@ stop_daemon() { # stop_daemon PIDFILE NAME: SIGTERM, up to 15 s, then SIGKILL
 
 # the processes in one node's cgroup trees: its slurmstepd's and their tasks
 node_procs() {
-  find /sys/fs/cgroup/freezer/slurm_"$1" /sys/fs/cgroup/memory/slurm_"$1" \
+  find "$CG_ROOT/freezer/slurm_$1" "$CG_ROOT/memory/slurm_$1" \
     -name cgroup.procs -exec cat {} + 2>/dev/null | sort -un | paste -sd' ' || true
 }
 
@@ -101,11 +155,11 @@ kill_node_leftovers() { # kill_node_leftovers NODE: after its slurmd stopped
     # shellcheck disable=SC2086
     kill -9 $procs 2>/dev/null || true
   fi
-  if [[ -f /sys/fs/cgroup/freezer/slurm_$1/freezer.state ]]; then
-    echo THAWED >/sys/fs/cgroup/freezer/slurm_"$1"/freezer.state 2>/dev/null || true
+  if [[ -f $CG_ROOT/freezer/slurm_$1/freezer.state ]]; then
+    echo THAWED >"$CG_ROOT/freezer/slurm_$1/freezer.state" 2>/dev/null || true
   fi
   sleep 0.3
-  for d in /sys/fs/cgroup/*/slurm_"$1"; do
+  for d in "$CG_ROOT"/*/slurm_"$1"; do
     if [[ -d $d ]]; then find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
   done
   return 0
@@ -123,6 +177,8 @@ do_stop() {
   stop_daemon "$DIR/slurmctld.pid" slurmctld
   stop_nodes
   stop_daemon "$DIR/slurmdbd.pid" slurmdbd
+  # munged and MariaDB serve every version's cluster: only the 22.05 one stops them
+  ((BUILT)) && return 0
   stop_daemon "$MARIADB_PID" mariadb
   stop_daemon "$MUNGE_PID" munged
 }
@@ -159,7 +215,7 @@ do_lose() { # do_lose NODE MODE
   check_node "$n"
   running "$(node_pidf "$n")" || { say "slurmd $n is not running"; exit 1; }
   pid=$(<"$(node_pidf "$n")")
-  cg=/sys/fs/cgroup/freezer/slurm_$n
+  cg=$CG_ROOT/freezer/slurm_$n
   procs=$(node_procs "$n")
   case $mode in
     kill)
@@ -233,7 +289,7 @@ start_mariadb() {
     say "mariadb started"
   fi
   mariadb -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'dispatch-slurm';
-              GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
+              GRANT ALL ON $ACCT_DB.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
 }
 
 # Decide whether cgroup v1 memory enforcement works here; sets CGROUP_USED and CGROUP_WHY.
@@ -275,9 +331,9 @@ write_config() {
   local changed=0 proctrack task n i gres_lines="" node_lines=""
   if [[ $CGROUP_USED == yes ]]; then
     proctrack=proctrack/cgroup task=task/cgroup
-    write_if_changed /etc/slurm/cgroup.conf 644 <<'CONF' && changed=1
+    write_if_changed "$CONF_DIR/cgroup.conf" 644 <<CONF && changed=1
 CgroupPlugin=cgroup/v1
-CgroupMountpoint=/sys/fs/cgroup
+CgroupMountpoint=$CG_ROOT
 ConstrainRAMSpace=yes
 ConstrainSwapSpace=yes
 AllowedSwapSpace=0
@@ -286,7 +342,7 @@ ConstrainDevices=no
 CONF
   else
     proctrack=proctrack/linuxproc task=task/none
-    if [[ -f /etc/slurm/cgroup.conf ]]; then rm -f /etc/slurm/cgroup.conf; changed=1; fi
+    if [[ -f $CONF_DIR/cgroup.conf ]]; then rm -f "$CONF_DIR/cgroup.conf"; changed=1; fi
   fi
 
   # slurmd only counts GPUs it can see as device files: give each node character devices
@@ -303,28 +359,28 @@ CONF
     if ((NODE_GPUS > 0)); then node_lines+=" Gres=gpu:$NODE_GPUS"; fi
     node_lines+=" State=UNKNOWN"$'\n'
   done
-  write_if_changed /etc/slurm/gres.conf 644 <<CONF && changed=1
+  write_if_changed "$CONF_DIR/gres.conf" 644 <<CONF && changed=1
 AutoDetect=off
 ${gres_lines}
 CONF
 
   # slurmdbd refuses a config holding a password unless it is private (0600)
-  write_if_changed /etc/slurm/slurmdbd.conf 600 <<CONF && changed=1
+  write_if_changed "$CONF_DIR/slurmdbd.conf" 600 <<CONF && changed=1
 AuthType=auth/munge
 DbdHost=localhost
 DbdAddr=127.0.0.1
-DbdPort=6819
+DbdPort=$DBD_PORT
 SlurmUser=root
 LogFile=$DIR/log/slurmdbd.log
 PidFile=$DIR/slurmdbd.pid
 StorageType=accounting_storage/mysql
 StorageHost=localhost
-StorageLoc=slurm_acct_db
+StorageLoc=$ACCT_DB
 StorageUser=slurm
 StoragePass=dispatch-slurm
 CONF
 
-  write_if_changed /etc/slurm/slurm.conf 644 <<CONF && changed=1
+  write_if_changed "$CONF_DIR/slurm.conf" 644 <<CONF && changed=1
 # written by dispatch-slurm-testing's start-slurm.sh; rewritten on every start
 ClusterName=dispatch
 SlurmctldHost=$CONTROLLER(127.0.0.1)
@@ -334,7 +390,7 @@ AuthType=auth/munge
 CredType=cred/munge
 # a requeued or preempted job may start again after cred_expire+1 s (default 121 s)
 AuthInfo=cred_expire=10
-SlurmctldPort=6817
+SlurmctldPort=$CTLD_PORT
 # the default slurmd port; each NodeName line sets its own (one slurmd per port here)
 SlurmdPort=$((SLURMD_PORT0 + 1))
 StateSaveLocation=$DIR/ctld
@@ -350,7 +406,7 @@ JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=5
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
-AccountingStoragePort=6819
+AccountingStoragePort=$DBD_PORT
 # the comment (dispatch's submission tag) reaches sacct once the job ended
 AccountingStoreFlags=job_comment
 AccountingStorageTRES=gres/gpu
@@ -407,7 +463,7 @@ start_slurm() {
     slurmdbd
     say "slurmdbd started"
   fi
-  until_ok 60 "slurmdbd on port 6819" port_open 6819
+  until_ok 60 "slurmdbd on port $DBD_PORT" port_open "$DBD_PORT"
   if ! running "$DIR/slurmctld.pid"; then
     slurmctld
     say "slurmctld started"
@@ -427,28 +483,210 @@ start_slurm() {
   until_ok 30 "sacct to answer" sacct -n -X -S now
 }
 
-case ${1:-start} in
-  start) ;;
-  stop) do_stop; exit 0 ;;
-  status) do_status; exit 0 ;;
-  lose)
-    [[ $# -ge 2 ]] || { echo "usage: $0 lose NODE [kill|freeze]" >&2; exit 2; }
-    do_lose "$2" "${3:-kill}"; exit 0 ;;
-  restore)
-    [[ $# -ge 2 ]] || { echo "usage: $0 restore NODE" >&2; exit 2; }
-    do_restore "$2"; exit 0 ;;
-  *) echo "usage: $0 [start|stop|status|lose NODE [kill|freeze]|restore NODE]" >&2; exit 2 ;;
-esac
+# --- built versions: the tarball, the cache, the build ------------------------------------
 
-[[ $(id -u) == 0 ]] || { say "must run as root"; exit 1; }
-started=$SECONDS
-install_packages
-install -d -m 755 "$DIR" "$DIR/ctld" "$DIR/spool" "$DIR/run" "$DIR/log" "$DIR/dev"
-start_munge
-start_mariadb
-probe_cgroup
-write_config
-start_slurm
-echo "cgroup-memory-enforcement: $CGROUP_USED ($CGROUP_WHY)" | tee "$DIR/cgroup-memory"
-sinfo -N -o '%N %T %c %m %G' | awk '!seen[$0]++'
-say "ready in $((SECONDS - started))s"
+# the cache key: version and the tarball's sha256 prefix (sets KEY, PREFIX); 1 when absent
+source_key() {
+  local sha
+  if [[ ! -f $TARBALL ]]; then
+    say "Slurm $SLURM_VERSION: no source tarball $TARBALL (set DISPATCH_SLURM_SOURCES); only 22.05 can run here"
+    return 1
+  fi
+  sha=$(sha256sum "$TARBALL" | cut -c1-12)
+  KEY=$SLURM_VERSION-$sha
+  PREFIX=$CACHE/$KEY
+}
+
+# Debian's build dependencies of what the cluster uses: munge (auth), MariaDB (slurmdbd)
+install_build_deps() {
+  local want=(build-essential pkgconf libmunge-dev libmariadb-dev munge mariadb-server) missing=() p
+  for p in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  if [[ $SKIP_APT == 1 ]]; then
+    say "build of $SLURM_VERSION needs these packages, not installed: ${missing[*]} (SKIP_APT=1)"
+    return 1
+  fi
+  say "apt-get install ${missing[*]} (no recommends)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# The first thing that stopped a failed build: configure's error (with the Debian
+# package that provides what it missed, for the ones this cluster needs) or the
+# compiler's first error.
+build_failure() {
+  local log=$1 line
+  line=$(grep -m1 -E 'configure: error:' "$log" || true)
+  if [[ -n $line ]]; then
+    case $line in
+      *[Mm]unge*) line+=" (Debian package: libmunge-dev)" ;;
+      *[Mm]ysql* | *[Mm]ariadb*) line+=" (Debian package: libmariadb-dev)" ;;
+      *"C compiler"* | *cc*) line+=" (Debian package: build-essential)" ;;
+    esac
+    echo "$line"
+    return 0
+  fi
+  line=$(grep -m1 -E '(error|Error)[: ]' "$log" || true)
+  echo "${line:-see the last lines of $log}"
+}
+
+# Configure only what the cluster needs: no docs, contribs, X11, REST, sview, GPU
+# libraries or cgroup v2 (the cluster runs cgroup v1 like the 22.05 one); -O1, no debug
+# symbols; slurmd -N needs --enable-multiple-slurmd. Only src/ is built and installed.
+CONFIGURE_FLAGS=(--enable-multiple-slurmd --disable-slurmrestd --disable-x11 --disable-sview
+  --disable-debug --disable-cgroupv2 --disable-static --without-hdf5 --without-hwloc
+  --without-nvml --without-rsmi --without-oneapi --without-pmix --without-ucx --without-lua
+  --without-rdkafka --without-s2n --without-readline --without-freeipmi --without-jwt
+  --without-yaml --without-libcurl)
+RECIPE="src-only O1 ${CONFIGURE_FLAGS[*]}"
+
+do_build() {
+  local start token log work status cpu rc=0
+  source_key || return 1
+  install -d -m 755 "$CACHE" "$CACHE/logs"
+  status=$CACHE/$KEY.status
+  exec 9>"$CACHE/$KEY.lock"
+  if ! flock -n 9; then
+    say "a build of $KEY is under way ($(cat "$status" 2>/dev/null)); waiting for it"
+    flock 9
+  fi
+  if [[ -x $PREFIX/sbin/slurmctld && -f $PREFIX/.recipe && $(<"$PREFIX/.recipe") == "$RECIPE" ]]; then
+    say "Slurm $SLURM_VERSION already built in $PREFIX"
+    [[ -f $status ]] || echo "ok - $(date -u +%FT%TZ)" >"$status"
+    return 0
+  fi
+  token=${DISPATCH_SLURM_BUILD_TOKEN:-$$}
+  echo "running $token since $(date -u +%FT%TZ)" >"$status"
+  if ! install_build_deps; then
+    echo "failed $token $(date -u +%FT%TZ): missing build dependencies" >"$status"
+    return 1
+  fi
+  start=$SECONDS
+  log=$CACHE/logs/build-$KEY.log
+  work=$CACHE/work-$KEY
+  rm -rf "$work" "$PREFIX"
+  mkdir -p "$work"
+  say "building Slurm $SLURM_VERSION into $PREFIX (log $log)"
+  {
+    tar -xzf "$TARBALL" -C "$work" --strip-components=1 &&
+      (cd "$work" && CFLAGS="-O1 -g0" ./configure --prefix="$PREFIX" "${CONFIGURE_FLAGS[@]}") &&
+      make -C "$work/src" -j"${DISPATCH_SLURM_JOBS:-2}" &&
+      make -C "$work/src" install
+  } >"$log" 2>&1 || rc=$?
+  # CPU seconds of everything the build ran (children this shell waited for)
+  # (`times` in this shell, not in a pipeline's subshell, which has no children)
+  times >"$CACHE/logs/times-$KEY.$$"
+  cpu=$(tail -n 1 "$CACHE/logs/times-$KEY.$$" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); n += t[1] * 60 + t[2] } printf "%.0f", n }')
+  rm -f "$CACHE/logs/times-$KEY.$$"
+  if ((rc != 0)); then
+    local why
+    why=$(build_failure "$log")
+    echo "failed $token $(date -u +%FT%TZ): $why" >"$status"
+    say "BUILD FAILED: Slurm $SLURM_VERSION: $why (log $log)"
+    rm -rf "$PREFIX"
+    return 1
+  fi
+  echo "$RECIPE" >"$PREFIX/.recipe"
+  rm -rf "$work"
+  echo "ok $token $(date -u +%FT%TZ) wall=$((SECONDS - start))s cpu=${cpu}s" >"$status"
+  say "built Slurm $SLURM_VERSION in $((SECONDS - start)) s wall, $cpu CPU s (load $(cut -d' ' -f1-3 /proc/loadavg))"
+}
+
+build_background() { # start do_build detached (nice 19), return once it holds the lock
+  source_key || return 0
+  install -d -m 755 "$CACHE/logs"
+  local log=$CACHE/logs/build-$KEY.out token="bg-$$-$RANDOM" pid
+  # its own session is its own autogroup: the group's nice is set too, or the build
+  # would take an equal share of the CPU from the tests it runs beside
+  DISPATCH_SLURM_BUILD_TOKEN=$token SLURM_VERSION=$SLURM_VERSION \
+    setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 bash "$0" build' \
+    "${BASH_SOURCE[0]}" >"$log" 2>&1 </dev/null 9>&- &
+  pid=$!
+  for _ in $(seq 100); do
+    grep -qs " $token " "$CACHE/$KEY.status" && break
+    grep -qs '^ok ' "$CACHE/$KEY.status" && [[ -x $PREFIX/sbin/slurmctld ]] && break
+    [[ -d /proc/$pid ]] || break
+    sleep 0.1
+  done
+  say "building Slurm $SLURM_VERSION ($KEY) in the background (pid $pid, nice 19); log $log"
+}
+
+# PATH and SLURM_CONF of this version's cluster, exported for every command below
+use_version() {
+  if ((BUILT)); then
+    source_key || exit 1
+    export PATH=$PREFIX/bin:$PREFIX/sbin:$PATH
+    export SLURM_CONF=$CONF_DIR/slurm.conf
+  fi
+  # a caller's own formats would change what the status commands below print
+  unset SQUEUE_FORMAT SQUEUE_FORMAT2 SINFO_FORMAT SACCT_FORMAT SQUEUE_SORT SLURM_TIME_FORMAT
+}
+
+do_env() {
+  if ((BUILT)); then
+    source_key || exit 1
+    echo "export PATH=$PREFIX/bin:$PREFIX/sbin:\$PATH"
+    echo "export SLURM_CONF=$CONF_DIR/slurm.conf"
+  fi
+  echo "export DISPATCH_SLURM_DIR=$DIR"
+  echo "export SLURM_VERSION=$SLURM_VERSION"
+}
+
+# a built version's cgroup v1 trees: sub-hierarchies of the host's memory and freezer
+# hierarchies, bind-mounted under $CG_ROOT, so its slurm_nodeX trees are not the 22.05
+# cluster's (Slurm names them by node name only)
+mount_cgroups() {
+  local sub src
+  for sub in memory freezer; do
+    src=/sys/fs/cgroup/$sub/dispatch-slurm-$SLURM_VERSION
+    mkdir -p "$src" "$CG_ROOT/$sub"
+    mountpoint -q "$CG_ROOT/$sub" || mount --bind "$src" "$CG_ROOT/$sub"
+  done
+}
+
+main() {
+  case ${1:-start} in
+    start) ;;
+    build)
+      ((BUILT)) || { say "22.05 is Debian's package: nothing to build"; exit 0; }
+      if [[ ${2:-} == --background ]]; then build_background; else do_build; fi
+      exit $? ;;
+    env) do_env; exit 0 ;;
+    stop) use_version; do_stop; exit 0 ;;
+    status) use_version; do_status; exit 0 ;;
+    lose)
+      [[ $# -ge 2 ]] || { echo "usage: $0 lose NODE [kill|freeze]" >&2; exit 2; }
+      use_version; do_lose "$2" "${3:-kill}"; exit 0 ;;
+    restore)
+      [[ $# -ge 2 ]] || { echo "usage: $0 restore NODE" >&2; exit 2; }
+      use_version; do_restore "$2"; exit 0 ;;
+    *) echo "usage: $0 [start|stop|status|lose NODE [kill|freeze]|restore NODE|build [--background]|env]" >&2; exit 2 ;;
+  esac
+
+  [[ $(id -u) == 0 ]] || { say "must run as root"; exit 1; }
+  started=$SECONDS
+  if ((BUILT)); then
+    do_build || exit 1
+    use_version
+  else
+    use_version
+    install_packages
+  fi
+  install -d -m 755 "$DIR" "$DIR/ctld" "$DIR/spool" "$DIR/run" "$DIR/log" "$DIR/dev" "$CONF_DIR"
+  start_munge
+  start_mariadb
+  probe_cgroup
+  if ((BUILT)) && [[ $CGROUP_USED == yes ]]; then mount_cgroups; fi
+  write_config
+  start_slurm
+  echo "cgroup-memory-enforcement: $CGROUP_USED ($CGROUP_WHY)" | tee "$DIR/cgroup-memory"
+  sinfo -N -o '%N %T %c %m %G' | awk '!seen[$0]++'
+  say "ready in $((SECONDS - started))s (Slurm $SLURM_VERSION)"
+}
+
+# Everything above only defines; the line below runs. A long run (a background build)
+# has then read the whole file, so an edit of the script cannot change what it does next.
+main "$@"; exit $?
