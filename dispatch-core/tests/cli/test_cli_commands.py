@@ -7,10 +7,10 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from dispatch_testing.waiting import eventually
 
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 
@@ -124,11 +124,12 @@ def test_give_up_a_job_shown_held_not_yet_committed_S14(sh: Shell) -> None:
     policy = sh.write("p.toml", HOLD_ON_EXIT)
     job = sh.run("submit", "--policy", str(policy), "--", "sh", "-c", "exit 4").stdout.strip()
     sh.run("supervise", "--once")  # submitted; nobody commits its ending
-    for _ in range(100):
-        shown = sh.json("status", job)
-        if shown["state"] == "held":  # type: ignore[index]
-            break
-        time.sleep(0.1)
+    shown = eventually(
+        lambda: sh.json("status", job),
+        until=lambda shown: shown["state"] == "held",  # type: ignore[index]
+        interval=0.1,
+        what=f"{job} is shown held",
+    )
     assert (shown["state"], shown["settled"]) == ("held", False)  # type: ignore[index]
     gave = sh.run("give-up", job, "--json")
     assert gave.returncode == 0, gave.stderr

@@ -27,6 +27,7 @@ from dispatch import (
 from dispatch.local.backend import LocalBackend
 from dispatch.local.processes import gone
 from dispatch.local.records import ProcessIdentity, Started
+from dispatch_testing.waiting import eventually
 
 
 def ended(view: ObjectView) -> bool:
@@ -319,11 +320,10 @@ def test_an_ending_during_a_state_dir_outage_is_recorded_once_it_is_back_S5(
     state_dir.write_text("")
     try:
         go.touch()
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{command.pid}").exists():  # reaped: the runner has its ending
-            assert time.monotonic() < deadline, "the command did not end"
-            time.sleep(0.05)
-        time.sleep(0.3)  # let the runner's first attempt to record it fail
+        eventually(  # reaped (not only a zombie): the runner has its ending
+            lambda: not Path(f"/proc/{command.pid}").exists(), what="the command is reaped"
+        )
+        time.sleep(0.3)  # lets time pass for the runner's first attempt to record it to fail
         with pytest.raises(Unreachable):
             backend.dispatch_discover(["job-outage"])
     finally:

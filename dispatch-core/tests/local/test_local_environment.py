@@ -5,7 +5,6 @@ dispatch's own configuration."""
 from __future__ import annotations
 
 import stat
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from dispatch import JobSpec, Launcher, ObjectView
 from dispatch.local.backend import LocalBackend
 from dispatch.local.environment import kept_file
+from dispatch_testing.waiting import eventually
 
 CONTRACT = {
     "MASTER_ADDR": "127.0.0.1",
@@ -63,12 +63,11 @@ def test_a_later_submission_is_resumed_S44(
     _run(backend, settle, tmp_path, "job-again", 1)
     out = tmp_path / "second"
     backend.dispatch_submit("job-again", 2, JobSpec(command=("sh", "-c", f"env -0 > {out}")), False)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        views = backend.dispatch_discover(["job-again"]).objects
-        if [v.phase.value for v in views] == ["ended", "ended"]:
-            break
-        time.sleep(0.05)
+    eventually(
+        lambda: [v.phase.value for v in backend.dispatch_discover(["job-again"]).objects],
+        until=lambda phases: phases == ["ended", "ended"],
+        what="both submissions of job-again end",
+    )
     second = _env_of(out)
     assert (second["DISPATCH_SUBMISSION"], second["DISPATCH_RESUMED"]) == ("2", "1")
 
