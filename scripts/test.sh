@@ -21,6 +21,7 @@ fi
 bash scripts/setup.sh services
 export DISPATCH_TEST_POSTGRES=${DISPATCH_TEST_POSTGRES:-$(cat .venv/postgres-dsn)}
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 # mypy --strict on every distribution's source, not only the core (issue 9)
 for src in dispatch-core/src/dispatch dispatch-slurm/src/dispatch_slurm \
     dispatch-kubeflow/src/dispatch_kubeflow dispatch-testing/src/dispatch_testing \
