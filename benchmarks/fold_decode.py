@@ -24,28 +24,100 @@ import argparse
 import gc
 import json
 import os
-import sys
 import time
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dispatch-core" / "tests"))
-
-from core_bench import World, cause, policy
-from dispatch import Action, CauseKind, fold
+from dispatch import (
+    Action,
+    Capability,
+    Cause,
+    CauseKind,
+    Declarations,
+    Discovery,
+    JobSpec,
+    ObjectView,
+    Phase,
+    Plan,
+    Provenance,
+    RecoveryPolicy,
+    Rule,
+    decide,
+    fold,
+)
+from dispatch.core.effects import Append, OpenGate, Submit
 from dispatch.core.folding import forget as forget_transitions
-from dispatch.model.events import decode_event, encode_event
+from dispatch.model.events import Event, JobCreated, SubmissionCreated, decode_event, encode_event
 from dispatch.store.codec import collector_paused, decode_body, forget
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def one_record() -> list[str]:
-    w = World(policy(([CauseKind.PREEMPTED], Action.RESUBMIT, 10)))
+    """One job's record as a supervisor writes it: submitted, preempted and resubmitted six
+    times, then submitted once more; the events come from the pure core's ``decide`` on
+    discoveries made up here (no scheduler)."""
+    declared = Declarations(
+        name="bench",
+        node_loss_window=timedelta(minutes=5),
+        reports=frozenset(CauseKind),
+        capabilities=frozenset({Capability.GATING}),
+    )
+    rule = Rule(on=(CauseKind.PREEMPTED,), action=Action.RESUBMIT, budget=10)
+    plan = Plan.bind(RecoveryPolicy(rules=(rule,)), declared)
+    spec = JobSpec(command=("python", "train.py"))
+    events: list[Event] = [
+        JobCreated(
+            job_id="job-1", seq=1, at=T0, name="train", backend="bench", spec=spec, plan=plan
+        )
+    ]
+    objects: dict[str, ObjectView] = {}
+
+    def tick() -> None:
+        discovery = Discovery(backend="bench", at=T0, objects=tuple(objects.values()))
+        for effect in decide(fold(events), discovery, plan, T0):
+            if isinstance(effect, Append):
+                events.extend(effect.events)
+            elif isinstance(effect, Submit):
+                oid = f"obj-{effect.submission}-{len(objects) + 1}"
+                phase = Phase.GATED if effect.gated else Phase.PENDING
+                objects[oid] = ObjectView(
+                    object_id=oid,
+                    job_id="job-1",
+                    submission=effect.submission,
+                    phase=phase,
+                    scheduler_state=phase.value,
+                    created_at=T0,
+                )
+                events.append(
+                    SubmissionCreated(
+                        job_id="job-1",
+                        seq=events[-1].seq + 1,
+                        at=T0,
+                        submission=effect.submission,
+                        object_id=oid,
+                    )
+                )
+            elif isinstance(effect, OpenGate):
+                set_phase(effect.object_id, Phase.PENDING)
+
+    def set_phase(oid: str, phase: Phase, cause: Cause | None = None) -> None:
+        objects[oid] = objects[oid].model_copy(
+            update={"phase": phase, "scheduler_state": phase.value, "cause": cause}
+        )
+
+    def current() -> str:
+        return max(objects, key=lambda k: (objects[k].submission, k))
+
+    preempted = Cause(
+        kind=CauseKind.PREEMPTED, provenance=Provenance.SCHEDULER, detail="preempted here", at=T0
+    )
     for _ in range(6):
-        w.tick()
-        w.run_current()
-        w.end_current(cause(CauseKind.PREEMPTED))
-        w.tick()
-    w.tick()
-    return [encode_event(e) for e in w.events]
+        tick()
+        set_phase(current(), Phase.RUNNING)
+        set_phase(current(), Phase.ENDED, preempted)
+        tick()
+    tick()
+    return [encode_event(e) for e in events]
 
 
 CLOCK = time.process_time
