@@ -35,6 +35,7 @@ _WHERE: dict[str, str] = {
     "Event": "dispatch.model.events",
     "Execution": "dispatch.model.discovery",
     "Hold": "dispatch.core.job",
+    "Identity": "dispatch.model.events",
     "Job": "dispatch.core.job",
     "JobHandle": "dispatch.client",
     "JobSpec": "dispatch.model.spec",
@@ -148,6 +149,7 @@ if TYPE_CHECKING:
     from dispatch.model.errors import UnknownJob as UnknownJob
     from dispatch.model.errors import Unreachable as Unreachable
     from dispatch.model.events import Event as Event
+    from dispatch.model.events import Identity as Identity
     from dispatch.model.prepared import Prepared as Prepared
     from dispatch.model.selection import LogSelection as LogSelection
     from dispatch.model.spec import JobSpec as JobSpec

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from dispatch.core.job import Job
     from dispatch.core.policy import Plan, RecoveryPolicy
     from dispatch.core.status import Status
+    from dispatch.model.events import Identity
     from dispatch.model.prepared import Prepared
     from dispatch.model.spec import JobSpec, Resources
     from dispatch.notify import Notifier
@@ -64,6 +65,30 @@ class Deferred(Unreachable):
         super().__init__(
             f"{done}; the scheduler is unreachable, a supervisor will carry it out: "
             + "; ".join(problems.values())
+        )
+
+
+class LeftToSubmitter(Deferred):
+    """A request was recorded, but this process may not carry it out: the job runs on a
+    backend that runs commands as their submitter, another user (S-51). Nothing else was
+    done (no stop was tried, no ending recorded); a supervisor running as the submitter
+    carries it out. Exits like :class:`Deferred` (3): the object could not be reached."""
+
+    def __init__(self, job: Job, done: str, why: str) -> None:
+        self.job_id = job.job_id
+        self.done = done
+        objects = [s.object_id for s in job.submissions if s.object_id]
+        what = (
+            f"its object {objects[-1]}"
+            if len(objects) == 1
+            else f"its objects {', '.join(objects)}"
+            if objects
+            else "its next submission"
+        )
+        Unreachable.__init__(
+            self,
+            f"{done} (recorded, not carried out): job {job.job_id} and {what} are not this "
+            f"process's to act on: {why}",
         )
 
 
@@ -123,6 +148,7 @@ class Client:
         self.actor = actor or current_actor()
         self.defaults = defaults
         self.notifier = notifier
+        self._identity: Identity | None = None
 
     @classmethod
     def from_config(
@@ -500,14 +526,29 @@ class Client:
             supervisor.release()
         if report.unreachable:
             raise Deferred(job_id, done, report.unreachable)
+        if job_id in report.refused:
+            raise LeftToSubmitter(load_job(self.store, job_id), done, report.refused[job_id])
         return status_of(self.store, self.registry, job_id)
+
+    def identity(self) -> Identity:
+        """Who this process is, as recorded beside :attr:`actor`: the real uid and the
+        record store's database role (:func:`dispatch.job_records.identity_of`)."""
+        from dispatch.job_records import identity_of
+
+        if self._identity is None:
+            self._identity = identity_of(self.store)
+        return self._identity
 
     def _on_look_ahead(self, job: Job, make: Callable[[Job], list[Any]]) -> list[Any]:
         """The request made on the record as the plan will commit it (what ``status``
         shows, e.g. ``held (not yet committed)``), with the events that commit it first;
         on the record alone when the scheduler cannot be asked."""
         from dispatch.core.projection import look_ahead
+        from dispatch.core.submitters import refusal
 
+        caller = self.registry.get(job.backend).declarations.runs_as_caller
+        if refusal(job, uid=os.getuid(), runs_as_caller=caller) is not None:
+            return make(job)  # its objects are not ours to look at (S-51): the record alone
         try:
             discovery = self.registry.get(job.backend).discover([job.job_id])
         except Unreachable:
@@ -516,4 +557,12 @@ class Client:
         return [*ahead.events, *make(ahead.job)]
 
 
-__all__ = ["Client", "Deferred", "DryRun", "JobHandle", "WaitTimeout", "current_actor"]
+__all__ = [
+    "Client",
+    "Deferred",
+    "DryRun",
+    "JobHandle",
+    "LeftToSubmitter",
+    "WaitTimeout",
+    "current_actor",
+]

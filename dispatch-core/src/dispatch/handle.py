@@ -129,10 +129,10 @@ class JobHandle:
         from dispatch.core import interventions
         from dispatch.job_records import utc_now
 
-        actor = self.client.actor
+        actor, by = self.client.actor, self.client.identity()
         return self.client.request(
             self.job_id,
-            lambda job: interventions.cancel(job, actor=actor, now=utc_now()),
+            lambda job: interventions.cancel(job, actor=actor, now=utc_now(), by=by),
             "cancel requested",
         )
 
@@ -141,11 +141,13 @@ class JobHandle:
         from dispatch.core import interventions
         from dispatch.job_records import utc_now
 
-        actor = self.client.actor
+        actor, by = self.client.actor, self.client.identity()
         return self.client.request(
             self.job_id,
             _pinned(
-                lambda job, hold: interventions.resubmit(job, actor=actor, now=utc_now(), hold=hold)
+                lambda job, hold: interventions.resubmit(
+                    job, actor=actor, now=utc_now(), hold=hold, by=by
+                )
             ),
             "resubmitted",
         )
@@ -155,11 +157,13 @@ class JobHandle:
         from dispatch.core import interventions
         from dispatch.job_records import utc_now
 
-        actor = self.client.actor
+        actor, by = self.client.actor, self.client.identity()
         return self.client.request(
             self.job_id,
             _pinned(
-                lambda job, hold: interventions.give_up(job, actor=actor, now=utc_now(), hold=hold)
+                lambda job, hold: interventions.give_up(
+                    job, actor=actor, now=utc_now(), hold=hold, by=by
+                )
             ),
             "gave up",
         )

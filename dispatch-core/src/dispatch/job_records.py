@@ -21,13 +21,19 @@ from dispatch.core.projection import project
 from dispatch.core.status import Status
 from dispatch.model.enums import Capability, Enforcer
 from dispatch.model.errors import BadInput, RecordConflict
-from dispatch.model.events import Event, JobCreated
+from dispatch.model.events import Event, Identity, JobCreated
 from dispatch.model.spec import JobSpec
 from dispatch.store.base import RecordStore, VersionConflict
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def identity_of(store: RecordStore) -> Identity:
+    """Who this process is, as recorded beside an actor's name: its real uid (never
+    ``LOGNAME``, which anyone can set) and the store's database role, where it has roles."""
+    return Identity(uid=os.getuid(), role=store.role())
 
 
 def new_job_id() -> str:
@@ -91,12 +97,15 @@ def create_job(
     actor: str | None = None,
     supersedes: str | None = None,
     environment: Mapping[str, str] | None = None,
+    by: Identity | None = None,
 ) -> str:
     """Record a new job; the supervisor submits it on its next tick. Returns the job id.
 
     :param environment: the submitter's environment (default: this process's), kept by a
         backend that runs jobs in it (the local backend, :mod:`dispatch.local.environment`),
         never recorded: it may hold secrets.
+    :param by: who submits it (default: this process, :func:`identity_of`); a supervisor
+        runs a local job only as this uid (:mod:`dispatch.core.submitters`).
     """
 
     plan = bind_plan(registry, backend, policy)
@@ -115,6 +124,7 @@ def create_job(
         spec=spec,
         plan=plan,
         supersedes=supersedes,
+        by=by or identity_of(store),
     )
     store.append(job_id, 0, [created])
     return job_id
@@ -147,8 +157,38 @@ def status_of(
     name = job.backend if job is not None else backend
     if name is None:
         raise BadInput("without a record, say which backend to ask: --backend NAME")
+    if job is not None:
+        mine = _not_ours(registry, job, now)
+        if mine is not None:
+            return mine
     discovery = registry.get(name).discover([job_id])
     return project(job, discovery, now or discovery.at, job_id=job_id)
+
+
+def _not_ours(registry: Registry, job: Job, now: datetime | None) -> Status | None:
+    """The Status of another user's job on a backend that runs commands as their
+    submitter (S-51), None for a job of this process's uid. Its objects are not this
+    process's to look at (they live in the submitter's state directory), so nobody asks
+    for them: a job with no object recorded yet, or finished, is shown from its record;
+    otherwise there is nothing true to show here, and the error says whose objects they
+    are."""
+    from dispatch.core.submitters import refusal
+    from dispatch.model.discovery import Discovery
+    from dispatch.model.errors import Unreachable
+
+    caller = registry.get(job.backend).declarations.runs_as_caller
+    why = refusal(job, uid=os.getuid(), runs_as_caller=caller)
+    if why is None:
+        return None
+    now = now or utc_now()
+    objects = [s.object_id for s in job.submissions if s.object_id]
+    if job.outcome is not None or not objects:
+        return project(job, Discovery(backend=job.backend, at=now, objects=()), now)
+    raise Unreachable(
+        f"job {job.job_id}: its {job.backend} objects ({', '.join(objects)}) are not visible "
+        f"to this process (uid {os.getuid()}): {why.split(';')[0]}, and only that user can "
+        f"see them; `dispatch history {job.job_id}` shows its record"
+    )
 
 
 #: How often a request is made again when the record moved under it (a supervisor's tick).
@@ -199,10 +239,12 @@ def supersede_job(
     *,
     actor: str,
     now: datetime | None = None,
+    by: Identity | None = None,
 ) -> str:
     """Run a finished job again as a new job naming the old one (S-18)."""
 
     now = now or utc_now()
+    by = by or identity_of(store)
     old = load_job(store, job_id)
     check_supersede(old)
     new_id = create_job(
@@ -214,6 +256,9 @@ def supersede_job(
         now=now,
         actor=actor,
         supersedes=old.job_id,
+        by=by,
     )
-    store.append(old.job_id, old.version, supersede(old, new_job_id=new_id, actor=actor, now=now))
+    store.append(
+        old.job_id, old.version, supersede(old, new_job_id=new_id, actor=actor, now=now, by=by)
+    )
     return new_id

@@ -20,6 +20,11 @@ not at all once another supervisor may have taken the job over. A tick that outl
 lease (a stop waiting out a grace, one after another) therefore cannot race a second
 supervisor into submitting the same submission twice; what it did not get to is done by
 whoever holds the lease next. A single effect must end within half the lease.
+
+A supervisor runs commands only as the user who submitted them (S-51): on a backend that
+runs commands as the caller (the local backend), it leaves another uid's jobs alone, names
+them in the report (``refused``) and records why once, as an escalation, while nobody else
+holds the job's lease (:mod:`dispatch.core.submitters`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from dispatch.core.decisions import decision
 from dispatch.core.effects import Append, Effect, OpenGate, Stop, Submit
 from dispatch.core.folding import fold
 from dispatch.core.job import Job
+from dispatch.core.submitters import refusal, refusal_notice
 from dispatch.heartbeat import progress_effects
 from dispatch.job_records import utc_now
 from dispatch.model.discovery import Discovery, ObjectView
@@ -53,7 +59,7 @@ from dispatch.model.errors import (
     SubmitRefused,
     Unreachable,
 )
-from dispatch.model.events import Event, SubmissionCreated, SubmissionFailed
+from dispatch.model.events import Event, Identity, SubmissionCreated, SubmissionFailed
 from dispatch.store.base import Batch, Lease, RecordStore
 from dispatch.store.codec import collector_paused
 
@@ -107,6 +113,8 @@ class TickReport:
     #: Jobs whose lease was lost during the tick: their remaining effects were not done.
     fenced: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: Jobs left to a supervisor running as their submitter, and why (S-51).
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 class Supervisor:
@@ -119,6 +127,9 @@ class Supervisor:
     ``reuse_decisions=False`` decides every job every tick, as the differential test's
     reference: by default a job decided quiet is not decided again until its record, its
     objects or a window it waits on change (``_decide``).
+
+    ``uid`` is the uid this supervisor's commands run as (default: its real uid): only jobs
+    submitted by it are acted on where the backend runs commands as the caller.
     """
 
     def __init__(
@@ -133,6 +144,7 @@ class Supervisor:
         jobs: Iterable[str] | None = None,
         notifier: Notifier | None = None,
         reuse_decisions: bool = True,
+        uid: int | None = None,
     ) -> None:
         self.store = store
         self._notifier = notifier  # told after each tick; it delivers in its own thread
@@ -153,6 +165,8 @@ class Supervisor:
         self._leases: dict[str, Lease] = {}
         self._reuse = reuse_decisions
         self._quiet: dict[str, _Quiet] = {}
+        self.uid = os.getuid() if uid is None else uid
+        self._identity: Identity | None = None
 
     # ------------------------------------------------------------------ record
     def _refresh(self) -> None:
@@ -226,6 +240,7 @@ class Supervisor:
         report.active = len(active)
         for job_id, why in self._broken.items():
             report.errors.append(f"job {job_id}: {why}")
+        active = self._own(active, now, report)
         if not active:
             return report
         leases = self._leases_for(active, now)
@@ -320,6 +335,59 @@ class Supervisor:
         if decided.quiet and self._reuse:
             quiet[job.job_id] = _Quiet(job, objects, decided.until)
         return decided.effects
+
+    def _own(self, active: list[str], now: datetime, report: TickReport) -> list[str]:
+        """The active jobs this supervisor may act on (S-51, :mod:`dispatch.core.submitters`).
+
+        The others are named in ``report.refused``. Their reason is recorded once, under the
+        job's lease, taken for that append only and released at once; a job whose lease
+        another supervisor holds (its submitter's, presumably) gets no notice.
+        """
+        runs_as_caller: dict[str, bool] = {}
+        own: list[str] = []
+        notices: list[str] = []
+        for job_id in active:
+            job = self._jobs[job_id]
+            caller = runs_as_caller.get(job.backend)
+            if caller is None:
+                caller = runs_as_caller[job.backend] = self._runs_as_caller(job.backend)
+            why = refusal(job, uid=self.uid, runs_as_caller=caller) if caller else None
+            if why is None:
+                own.append(job_id)
+                continue
+            report.refused[job_id] = why
+            self._leases.pop(job_id, None)
+            if not any(e.reason == why for e in job.escalations):
+                notices.append(job_id)
+        if notices:
+            self._record_refusals(notices, now, report)
+        return own
+
+    def _runs_as_caller(self, backend: str) -> bool:
+        try:
+            return self.registry.get(backend).declarations.runs_as_caller
+        except DispatchError:
+            return False  # a broken backend is reported where its jobs are acted on
+
+    def identity(self) -> Identity:
+        """Who this supervisor is, as recorded on the notices it appends."""
+        if self._identity is None:
+            self._identity = Identity(uid=self.uid, role=self.store.role())
+        return self._identity
+
+    def _record_refusals(self, job_ids: list[str], now: datetime, report: TickReport) -> None:
+        got = self.store.acquire_leases(job_ids, self.owner, self.lease_ttl, now)
+        try:
+            appends = []
+            for job_id, lease in got.items():
+                job = self._jobs[job_id]
+                events = refusal_notice(job, report.refused[job_id], by=self.identity(), now=now)
+                if events:
+                    appends.append((Append(job_id, job.version, tuple(events)), lease))
+            self._append(appends, report)
+        finally:
+            if got:
+                self.store.release_leases(list(got), self.owner)
 
     def _leases_for(self, active: list[str], now: datetime) -> dict[str, Lease]:
         """The leases to act under: one with at least ``effect_window`` left is used as it

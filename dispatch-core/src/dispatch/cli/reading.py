@@ -13,6 +13,7 @@ from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx, 
 
 if TYPE_CHECKING:
     from dispatch.logs import LogChunk
+    from dispatch.store.base import RecordStore
 
 
 @click.command()
@@ -45,10 +46,12 @@ def status(c: Context, job_id: str, no_record: bool, backend: str | None, as_jso
 @handles_errors
 def list_jobs(c: Context, state: str | None, limit: int | None, as_json: bool) -> None:
     """List jobs from the record (no scheduler call); a job whose record does not decode
-    is listed as quarantined, with what is wrong."""
+    is listed as quarantined, with what is wrong; an active job whose last recorded event
+    is an escalation (a supervisor left it to a person) shows that escalation's reason."""
     from dispatch.cli.render import emit_json, escaped
 
     rows = c.client.jobs(state=state, limit=limit)
+    waiting = _escalated(c.client.store, [r.job_id for r in rows if _active(r)])
     if as_json:
         emit_json(
             [
@@ -60,6 +63,7 @@ def list_jobs(c: Context, state: str | None, limit: int | None, as_json: bool) -
                     "outcome": r.outcome.value if r.outcome else None,
                     "version": r.version,
                     "quarantined": _quarantine(r),
+                    "escalated": waiting.get(r.job_id),
                 }
                 for r in rows
             ]
@@ -68,12 +72,38 @@ def list_jobs(c: Context, state: str | None, limit: int | None, as_json: bool) -
     for r in rows:
         bad = _quarantine(r)
         shown = "quarantined" if bad else r.outcome.value if r.outcome else "active"
+        why = waiting.get(r.job_id)
         click.echo(
             escaped(
                 f"{r.job_id}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.backend:<10} {shown:<10} "
-                f"{r.name}" + (f"  [{bad}]" if bad else "")
+                f"{r.name}" + (f"  [{bad}]" if bad else "") + (f"  [{why}]" if why else "")
             )
         )
+
+
+def _active(row: object) -> bool:
+    return getattr(row, "outcome", None) is None and _quarantine(row) is None
+
+
+def _escalated(store: RecordStore, job_ids: list[str]) -> dict[str, str]:
+    """The reason of each job's last event when that event is an escalation: e.g. another
+    user's local job a supervisor will not run (S-51), until its submitter's supervisor
+    acts. Reads only these jobs' records (``read_feed`` with ``job_ids``)."""
+    from dispatch.model.events import EscalationRaised
+
+    last: dict[str, object] = {}
+    position = 0
+    while job_ids:
+        feed = store.read_feed(position, _PAGE, job_ids=job_ids)
+        for event in feed.events:
+            last[event.job_id] = event
+        if feed.position == position:
+            break
+        position = feed.position
+    return {j: e.reason for j, e in last.items() if isinstance(e, EscalationRaised)}
+
+
+_PAGE = 20_000
 
 
 def _quarantine(row: object) -> str | None:

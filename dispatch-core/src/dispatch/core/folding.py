@@ -25,6 +25,7 @@ from dispatch.model.events import (
     GateOpened,
     HoldPlaced,
     HoldResolved,
+    Identity,
     JobCreated,
     ObjectFound,
     ObjectMissing,
@@ -108,8 +109,9 @@ class _Scratch:
         )
 
     def note(self, event: Event, state: State | None, cause: Cause | None, note: str = "") -> None:
+        by = getattr(event, "by", None)
         self.history.append(
-            transition(event.seq, event.at, event.type, state, cause, event.actor, note)
+            transition(event.seq, event.at, event.type, state, cause, event.actor, note, by)
         )
 
     def freeze(self) -> Job:
@@ -137,6 +139,7 @@ class _Scratch:
                 "history": tuple(self.history),
                 "supersedes": c.supersedes,
                 "superseded_by": tuple(self.superseded_by),
+                "submitter": c.by,
             },
         )
 
@@ -160,11 +163,12 @@ def transition(
     cause: Cause | None,
     actor: str | None,
     note: str,
+    by: Identity | None = None,
 ) -> Transition:
     """One ``Transition``, shared with an equal one built before. The cause is keyed by
     identity (the codec hands equal causes out as one object); the cache keeps it alive,
     so an id is never reused while its key is in the cache."""
-    key = (seq, at, event, state, id(cause), actor, note)
+    key = (seq, at, event, state, id(cause), actor, note, by)
     known = _TRANSITIONS.get(key)
     if known is not None:
         return known
@@ -180,6 +184,7 @@ def transition(
             "cause": cause,
             "actor": actor,
             "note": note,
+            "by": by,
         },
     )
     return made
@@ -390,6 +395,7 @@ def _thaw(job: Job) -> _Scratch:
             "spec": job.spec,
             "plan": job.plan,
             "supersedes": job.supersedes,
+            "by": job.submitter,
         },
     )
     s = _Scratch(created)

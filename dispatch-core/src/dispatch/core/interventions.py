@@ -1,7 +1,9 @@
 """What a person asks through the CLI, as events to append (S-14, S-18). Pure.
 
 Each function refuses, with advice, a request the job's state does not allow, and
-changes nothing; otherwise it returns the events to append at ``job.version``.
+changes nothing; otherwise it returns the events to append at ``job.version``. ``by`` is
+who the asking process is (its real uid and database role, a fact the caller passes in):
+recorded beside the actor's name, which comes from ``LOGNAME`` and proves nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dispatch.model.events import (
     EscalationRaised,
     Event,
     HoldResolved,
+    Identity,
     OutcomeCommitted,
     SupersededBy,
 )
@@ -24,6 +27,11 @@ from dispatch.model.events import (
 
 def _next(job: Job, k: int = 1) -> int:
     return job.version + k
+
+
+def named(actor: str, by: Identity | None) -> str:
+    """``alice (uid 1001)``: the actor's name and, when known, who the process really was."""
+    return f"{actor} ({by.describe()})" if by is not None else actor
 
 
 def _refuse_terminal(job: Job) -> None:
@@ -34,7 +42,9 @@ def _refuse_terminal(job: Job) -> None:
         )
 
 
-def cancel(job: Job, *, actor: str, now: datetime, detail: str = "") -> list[Event]:
+def cancel(
+    job: Job, *, actor: str, now: datetime, detail: str = "", by: Identity | None = None
+) -> list[Event]:
     _refuse_terminal(job)
     if job.cancel is not None:
         return []  # already asked: cancelling twice is not an error
@@ -42,10 +52,12 @@ def cancel(job: Job, *, actor: str, now: datetime, detail: str = "") -> list[Eve
         kind=CauseKind.CANCELLED,
         provenance=Provenance.ACTOR,
         actor=actor,
-        detail=detail or f"cancelled by {actor}",
+        detail=detail or f"cancelled by {named(actor, by)}",
         at=now,
     )
-    return [CancelRequested(job_id=job.job_id, seq=_next(job), at=now, actor=actor, cause=cause)]
+    return [
+        CancelRequested(job_id=job.job_id, seq=_next(job), at=now, actor=actor, cause=cause, by=by)
+    ]
 
 
 def current_hold(job: Job) -> int | None:
@@ -94,7 +106,9 @@ class HoldResolvedMeanwhile(NotAllowed):
         )
 
 
-def resubmit(job: Job, *, actor: str, now: datetime, hold: int | None = None) -> list[Event]:
+def resubmit(
+    job: Job, *, actor: str, now: datetime, hold: int | None = None, by: Identity | None = None
+) -> list[Event]:
     """Release a recovery hold with a new submission (spends no budget: a person chose it).
 
     :param hold: the hold this request resolves (:func:`current_hold` when the person
@@ -103,26 +117,39 @@ def resubmit(job: Job, *, actor: str, now: datetime, hold: int | None = None) ->
     _require_hold(job, "resubmit", hold)
     return [
         HoldResolved(
-            job_id=job.job_id, seq=_next(job), at=now, actor=actor, resolution=Resolution.RESUBMIT
+            job_id=job.job_id,
+            seq=_next(job),
+            at=now,
+            actor=actor,
+            resolution=Resolution.RESUBMIT,
+            by=by,
         )
     ]
 
 
-def give_up(job: Job, *, actor: str, now: datetime, hold: int | None = None) -> list[Event]:
+def give_up(
+    job: Job, *, actor: str, now: datetime, hold: int | None = None, by: Identity | None = None
+) -> list[Event]:
     """End a held job as failed, with the cause that ended its execution (S-14)."""
     _require_hold(job, "give up", hold)
     assert job.hold is not None
     return [
         HoldResolved(
-            job_id=job.job_id, seq=_next(job), at=now, actor=actor, resolution=Resolution.GIVE_UP
+            job_id=job.job_id,
+            seq=_next(job),
+            at=now,
+            actor=actor,
+            resolution=Resolution.GIVE_UP,
+            by=by,
         ),
         EscalationRaised(
             job_id=job.job_id,
             seq=_next(job, 2),
             at=now,
             actor=actor,
-            reason=f"{actor} gave up",
+            reason=f"{named(actor, by)} gave up",
             cause=job.hold.cause,
+            by=by,
         ),
         OutcomeCommitted(
             job_id=job.job_id,
@@ -131,6 +158,7 @@ def give_up(job: Job, *, actor: str, now: datetime, hold: int | None = None) -> 
             actor=actor,
             state=State.FAILED,
             cause=job.hold.cause,
+            by=by,
         ),
     ]
 
@@ -144,9 +172,13 @@ def check_supersede(job: Job) -> None:
         )
 
 
-def supersede(job: Job, *, new_job_id: str, actor: str, now: datetime) -> list[Event]:
+def supersede(
+    job: Job, *, new_job_id: str, actor: str, now: datetime, by: Identity | None = None
+) -> list[Event]:
     """Link a terminal job to the new job that runs it again; its outcome stays (S-18)."""
     check_supersede(job)
     return [
-        SupersededBy(job_id=job.job_id, seq=_next(job), at=now, actor=actor, new_job_id=new_job_id)
+        SupersededBy(
+            job_id=job.job_id, seq=_next(job), at=now, actor=actor, new_job_id=new_job_id, by=by
+        )
     ]

@@ -12,6 +12,7 @@ from dispatch.core.cause import Cause
 from dispatch.core.policy import Plan
 from dispatch.model.base import Model
 from dispatch.model.enums import State
+from dispatch.model.events import Identity
 from dispatch.model.spec import JobSpec
 
 
@@ -58,7 +59,8 @@ class Outcome(Model):
 
 
 class Transition(Model):
-    """One committed transition, as ``Status.history`` shows it (S-23)."""
+    """One committed transition, as ``Status.history`` shows it (S-23). ``by`` is who the
+    process that appended it was (real uid, database role), when the event records it."""
 
     seq: int
     at: AwareDatetime
@@ -67,6 +69,7 @@ class Transition(Model):
     cause: Cause | None = None
     actor: str | None = None
     note: str = ""
+    by: Identity | None = None
 
 
 class Job(Model):
@@ -87,6 +90,9 @@ class Job(Model):
     history: tuple[Transition, ...] = ()
     supersedes: str | None = None
     superseded_by: tuple[str, ...] = ()
+    #: Who submitted the job (the process that recorded it); None in records written
+    #: before submitters were recorded.
+    submitter: Identity | None = None
 
     @property
     def current(self) -> Submission | None:

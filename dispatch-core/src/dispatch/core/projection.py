@@ -123,6 +123,7 @@ def _status(
         superseded_by=job.superseded_by,
         budgets=budgets,
         exclude_nodes=subs[-1].exclude_nodes if subs else (),
+        submitter=job.submitter,
     )
 
 

@@ -9,6 +9,7 @@ from dispatch.core.job import Escalation, Transition
 from dispatch.model.base import Model
 from dispatch.model.discovery import ObjectView
 from dispatch.model.enums import Level, State
+from dispatch.model.events import Identity
 
 
 class SubmissionStatus(Model):
@@ -30,6 +31,7 @@ class Status(Model):
     yet; ``state`` then shows what the plan will commit (S-21). ``history`` holds only
     committed transitions; running shows in ``state``, never in ``history`` (S-23).
     ``exclude_nodes`` are the nodes the latest submission keeps off, sorted (S-43).
+    ``submitter`` is who recorded the job (real uid, database role), when recorded.
     """
 
     job_id: str
@@ -47,3 +49,4 @@ class Status(Model):
     superseded_by: tuple[str, ...] = ()
     budgets: dict[str, int] = Field(default_factory=dict)
     exclude_nodes: tuple[str, ...] = ()
+    submitter: Identity | None = None

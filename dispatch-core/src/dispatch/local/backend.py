@@ -82,6 +82,7 @@ DECLARATIONS = Declarations(
     max_discovery_batch=None,
     options={},
     api_version=API_VERSION,
+    runs_as_caller=True,
 )
 
 
@@ -486,6 +487,14 @@ class LocalBackend:
                     self._stop_orphan(obj, meta)
                     return
                 time.sleep(_STOP_POLL)
+        except PermissionError as exc:
+            # Another user's object (its files, or kill answering EPERM): not stopped, and
+            # said so; the stop stays asked for a supervisor running as its submitter.
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise Unreachable(
+                f"local object {object_id} was not stopped: this process (uid {os.getuid()}) "
+                f"may not stop it: {exc.strerror}{where}; only its submitter's supervisor can"
+            ) from exc
         except OSError as exc:
             raise self._unreachable(exc) from exc
 

@@ -24,6 +24,9 @@ class Declarations(Model):
     - ``max_discovery_batch``: the most job ids one discovery call takes (None: no limit);
       the supervisor splits larger ticks into ceil(N / batch) calls.
     - ``options``: backend-specific submit options it accepts (name → one-line help).
+    - ``runs_as_caller``: commands run as the Unix user of the process that submits them
+      (the local backend). A supervisor then acts only on the jobs its own uid submitted
+      (:mod:`dispatch.core.submitters`).
     - ``api_version``: the version of the hook contract (``dispatch.hookspecs.API_VERSION``)
       the backend was written against; one newer than this dispatch is refused at load.
       Left out, it is 1 (the contract before ``dispatch_prepare``).
@@ -38,6 +41,7 @@ class Declarations(Model):
     capabilities: frozenset[Capability] = frozenset()
     max_discovery_batch: int | None = Field(default=None, ge=1)
     options: dict[str, str] = Field(default_factory=dict)
+    runs_as_caller: bool = False
     api_version: int = Field(default=1, ge=1)
 
     @field_validator("native_actions")

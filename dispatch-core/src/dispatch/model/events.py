@@ -1,7 +1,11 @@
 """The record's event types: the only source of committed facts (S-18, S-20).
 
 Each event carries the job id and its per-job sequence number (1, 2, ...), the time it
-was decided (passed in, never read from a clock here) and who appended it. The set:
+was decided (passed in, never read from a clock here) and who appended it. The events a
+person (or a supervisor acting on its own account) makes also carry ``by``: the real uid of
+the process that appended them and, on a record store with roles, its database role. The
+``actor`` name comes from ``LOGNAME`` and proves nothing; ``by`` is what the process was.
+Records written before ``by`` existed decode with ``by`` None. The set:
 
 =====================  ====================================================================
 type                   meaning
@@ -38,6 +42,19 @@ from dispatch.model.errors import DecodeError
 from dispatch.model.spec import JobSpec
 
 
+class Identity(Model):
+    """Who a process is, as the operating system and the record store say: the real uid
+    (``os.getuid()``), and the database role (PostgreSQL's ``current_user``) where the
+    store has roles, else None."""
+
+    uid: int = Field(ge=0)
+    role: str | None = None
+
+    def describe(self) -> str:
+        """``uid 1001`` or ``uid 1001, role alice``: how the CLI shows it."""
+        return f"uid {self.uid}" + (f", role {self.role}" if self.role else "")
+
+
 class _Event(Model):
     job_id: str = Field(min_length=1)
     seq: int = Field(ge=1)
@@ -52,6 +69,7 @@ class JobCreated(_Event):
     spec: JobSpec
     plan: Plan
     supersedes: str | None = None
+    by: Identity | None = None
 
 
 class SubmissionRequested(_Event):
@@ -118,33 +136,39 @@ class HoldPlaced(_Event):
     submission: int | None = None
     rule: int | None = None
     cause: Cause
+    by: Identity | None = None
 
 
 class HoldResolved(_Event):
     type: Literal["hold-resolved"] = "hold-resolved"
     resolution: Resolution
+    by: Identity | None = None
 
 
 class CancelRequested(_Event):
     type: Literal["cancel-requested"] = "cancel-requested"
     cause: Cause
+    by: Identity | None = None
 
 
 class EscalationRaised(_Event):
     type: Literal["escalation-raised"] = "escalation-raised"
     reason: str
     cause: Cause | None = None
+    by: Identity | None = None
 
 
 class OutcomeCommitted(_Event):
     type: Literal["outcome-committed"] = "outcome-committed"
     state: Literal[State.SUCCEEDED, State.FAILED, State.CANCELLED]
     cause: Cause
+    by: Identity | None = None
 
 
 class SupersededBy(_Event):
     type: Literal["superseded-by"] = "superseded-by"
     new_job_id: str
+    by: Identity | None = None
 
 
 Event = Annotated[
@@ -218,6 +242,7 @@ __all__ = [
     "EVENT_TYPES",
     "DecodeError",
     "Event",
+    "Identity",
     "decode_event",
     "decode_event_obj",
     "encode_event",

@@ -217,6 +217,7 @@ class PostgresStore(SQLStore):
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
+        self._role: str | None = None
         with self._lock:
             self._transaction("open", self._setup)
 
@@ -253,6 +254,13 @@ class PostgresStore(SQLStore):
             raise Unreachable(f"record store {self.location}: {self._safe(exc)}") from None
         self._conn = conn
         return conn
+
+    def role(self) -> str | None:
+        """``current_user``, asked once per store (a connection's role never changes)."""
+        if self._role is None:
+            rows = self._rows("reading the role", "SELECT current_user")
+            self._role = str(rows[0][0])
+        return self._role
 
     def _setup(self, conn: psycopg.Connection[Any]) -> None:
         """Create or upgrade the tables, unless they are current (then nothing is changed:
