@@ -315,6 +315,25 @@ def test_a_cancel_by_another_user_sharing_the_role_commits_nothing_that_did_not_
     assert "object-missing" not in types and "outcome-committed" not in types, types
     assert job.outcome is None and job.cancel is not None
     os.kill(pid, 0)  # the command still runs: nothing was stopped, nothing pretended
+    # Asked of the local backend directly, Ben's stop of Ann's object is refused in words
+    # naming the object and the reason, and stops nothing.
+    stop = world.python_as(
+        "dispatch-ben",
+        "dispatch_alice",
+        "import sys; from dispatch.local.backend import LocalBackend;"
+        "from dispatch import Cause, CauseKind, Provenance, Unreachable\n"
+        "try:\n"
+        "    LocalBackend(sys.argv[1]).dispatch_stop(sys.argv[2],"
+        " Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR))\n"
+        "except Unreachable as exc:\n"
+        "    sys.exit(str(exc))",
+        str(world.home("dispatch-ann") / "local"),
+        object_id,
+    )
+    assert stop.returncode == 1, (stop.stdout, stop.stderr)
+    assert f"local object {object_id} was not stopped" in stop.stderr
+    assert f"(uid {ben}) may not stop it: Permission denied" in stop.stderr
+    os.kill(pid, 0)
     # Root cannot see Ann's local objects either: its status says so instead of guessing.
     unseen = world.dispatch_as("root", "dispatch_sup", "status", job_id)
     assert unseen.returncode == 3 and object_id in unseen.stderr, unseen.stderr
