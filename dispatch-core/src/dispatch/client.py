@@ -459,13 +459,15 @@ class Client:
 
     def status(self, job_id: str, *, backend: str | None = None, record: bool = True) -> Status:
         """The record plus one fresh discovery; ``record=False`` asks the backend alone
-        (S-29, level object-only, needs ``backend``)."""
-        from dispatch.job_records import status_of
+        (S-29, level object-only, needs ``backend``). From the record, a job not ended says
+        whether a supervisor watches it (``Status.supervisor``)."""
+        from dispatch.job_records import status_of, with_supervision
 
         check_text(job_id, "job id")
         if backend is not None:
             check_text(backend, "backend")
-        return status_of(self.store if record else None, self.registry, job_id, backend=backend)
+        status = status_of(self.store if record else None, self.registry, job_id, backend=backend)
+        return with_supervision(self.store, status) if record else status
 
     # ------------------------------------------------------------------ supervising
     def supervisor(self, jobs: Sequence[str] | None = None, **options: Any) -> Supervisor:

@@ -23,6 +23,7 @@ from dispatch.model.enums import Capability, Enforcer
 from dispatch.model.errors import BadInput, RecordConflict
 from dispatch.model.events import Event, Identity, JobCreated
 from dispatch.model.spec import JobSpec
+from dispatch.model.supervision import Supervision
 from dispatch.store.base import RecordStore, VersionConflict
 
 
@@ -163,6 +164,22 @@ def status_of(
             return mine
     discovery = registry.get(name).discover([job_id])
     return project(job, discovery, now or discovery.at, job_id=job_id)
+
+
+def with_supervision(store: RecordStore, status: Status, now: datetime | None = None) -> Status:
+    """``status`` with whether a supervisor watches the job (``Status.supervisor``): its
+    lease's owner and the supervisors' last ticks (two small reads), as
+    :func:`dispatch.core.supervision.supervision` words it. A job whose ending is committed
+    needs no supervisor and is returned as it is."""
+    from dispatch.core.supervision import supervision
+    from dispatch.model.enums import TERMINAL_STATES, Level
+
+    if status.level is not Level.RECORD or (status.settled and status.state in TERMINAL_STATES):
+        return status
+    now = now or utc_now()
+    owner = store.lease_owners([status.job_id], now).get(status.job_id)
+    watch: Supervision = supervision(owner, store.beats(), now)
+    return status.model_copy(update={"supervisor": watch})
 
 
 def _not_ours(registry: Registry, job: Job, now: datetime | None) -> Status | None:

@@ -73,6 +73,9 @@ def status_text(status: Status) -> str:
         + ("" if status.level.value == "record" else f"  [{status.level.value}: no record]"),
         f"cause     {cause_line(status.cause)}",
     ]
+    watch = status.supervisor
+    if watch is not None:
+        lines.append(f"watch     {watch.message if watch.watched else 'WARNING: ' + watch.message}")
     if status.budgets:
         lines.append("budgets   " + ", ".join(f"{k}: {v} left" for k, v in status.budgets.items()))
     keeps_off = getattr(status, "exclude_nodes", ())

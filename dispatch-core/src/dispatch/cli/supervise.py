@@ -1,4 +1,9 @@
-"""``dispatch supervise``: the supervisor loop, and the notifications it triggers."""
+"""``dispatch supervise``: the supervisor loop, and the notifications it triggers.
+
+Also the ways to keep one running without root (``--detach``, ``--stop``, ``--status``,
+``--print-systemd-unit``: :mod:`dispatch.supervising`). Each tick records the
+supervisor's beat, so ``dispatch status`` says whether a supervisor watches a job.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from dispatch.cli import exit_codes
 from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx, seconds_option
 
 if TYPE_CHECKING:
+    from dispatch.supervising import Detached
     from dispatch.supervisor import TickReport
 
 
@@ -24,20 +30,103 @@ if TYPE_CHECKING:
     "supervisor takes over a crashed one's jobs after that.",
     "lease_seconds",
 )
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Run in the background (no root needed): a pid file and a log file under "
+    "$XDG_STATE_HOME/dispatch/supervise; one per record and host.",
+)
+@click.option("--stop", is_flag=True, help="Stop the detached supervisor of this record.")
+@click.option(
+    "--status",
+    "show_status",
+    is_flag=True,
+    help="Say whether a detached supervisor runs for this record on this host "
+    "(exit 0 if it does, 1 if not).",
+)
+@click.option(
+    "--print-systemd-unit",
+    "print_unit",
+    is_flag=True,
+    help="Print a systemd user unit (systemctl --user) that runs this supervisor.",
+)
+@click.option(
+    "--allow-network-fs",
+    is_flag=True,
+    help="Supervise a SQLite record on a network file system anyway (warned, not refused).",
+)
+@click.option("--pid-file", hidden=True, help="Set by --detach: the pid file to hold.")
 @json_option
 @pass_ctx
 @handles_errors
-def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_json: bool) -> None:
-    """Run the supervisor: act on every active job; exits cleanly on SIGTERM/SIGINT."""
+def supervise(
+    c: Context,
+    once: bool,
+    interval: float,
+    lease_seconds: float,
+    detach: bool,
+    stop: bool,
+    show_status: bool,
+    print_unit: bool,
+    allow_network_fs: bool,
+    pid_file: str | None,
+    as_json: bool,
+) -> None:
+    """Run the supervisor: act on every active job; exits cleanly on SIGTERM/SIGINT.
+
+    One supervisor per record is enough (more are safe: each job is leased to one). Run it
+    where it keeps running: `--detach` on a login node, a systemd user unit
+    (`--print-systemd-unit`), or on several hosts against a PostgreSQL record.
+    """
+    chosen = [n for n, on in (("--detach", detach), ("--stop", stop)) if on]
+    chosen += [
+        n for n, on in (("--status", show_status), ("--print-systemd-unit", print_unit)) if on
+    ]
+    chosen += ["--once"] if once else []
+    if len(chosen) > 1:
+        raise click.UsageError(f"{' and '.join(chosen)} do not go together; choose one")
+    if stop or show_status:
+        _stop_or_status(c, stop=stop, as_json=as_json)
+        return
+    if print_unit:
+        _print_unit(c, interval, lease_seconds, allow_network_fs)
+        return
+    _check_record(c, allow_network_fs)
+    if detach:
+        _detach(c, interval, lease_seconds, allow_network_fs, as_json)
+        return
+    _run(c, once, interval, lease_seconds, pid_file, as_json)
+
+
+def _run(
+    c: Context,
+    once: bool,
+    interval: float,
+    lease_seconds: float,
+    pid_file: str | None,
+    as_json: bool,
+) -> None:
     import dataclasses
     import signal
     import threading
 
+    from dispatch.supervising import Detached, Heartbeat
+
+    held: tuple[Detached, int] | None = None
+    if pid_file is not None:
+        detached = Detached(c.store.location)
+        if str(detached.pid_file) != pid_file:
+            raise click.UsageError("--pid-file is set by --detach; use --detach")
+        held = (detached, detached.hold())
     stop = threading.Event()
     unreachable: list[str] = []
+    heartbeat = Heartbeat(c.store, interval=interval, lease=lease_seconds)
 
     def report_tick(report: TickReport) -> None:
+        heartbeat.tick(report.at)
         unreachable[:] = sorted(report.unreachable)
+        if held is not None and not _eventful(report):
+            return  # a detached supervisor's log keeps what happened, not every quiet tick
         if as_json:
             click.echo(json.dumps(dataclasses.asdict(report), default=str))
         else:
@@ -46,13 +135,168 @@ def supervise(c: Context, once: bool, interval: float, lease_seconds: float, as_
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-    c.client.supervise(
-        once=once, interval=interval, lease=lease_seconds, stop=stop, on_tick=report_tick
-    )
+    if held is not None:
+        click.echo(
+            f"supervisor {heartbeat.owner} started for {c.store.location} "
+            f"(interval {interval:g} s, lease {lease_seconds:g} s)",
+            err=True,
+        )
+    try:
+        c.client.supervise(
+            once=once, interval=interval, lease=lease_seconds, stop=stop, on_tick=report_tick
+        )
+    finally:
+        if not once:
+            heartbeat.stopped()
+        if held is not None:
+            click.echo(f"supervisor {heartbeat.owner} stopped", err=True)
+            held[0].release(held[1])
     if once and unreachable:
         # the tick ran (leases released) but could not ask every backend: exit 3, as
         # docs/cli.md defines for an unreachable scheduler, so a cron job or a unit sees it
         raise SystemExit(exit_codes.UNREACHABLE)
+
+
+def _eventful(report: Any) -> bool:
+    return bool(
+        report.appended
+        or report.submitted
+        or report.stopped
+        or report.unreachable
+        or report.errors
+        or report.conflicts
+        or report.fenced
+    )
+
+
+def _check_record(c: Context, allow: bool) -> None:
+    """Refuse (or, with --allow-network-fs, warn about) a SQLite record on a network file
+    system, saying why."""
+    from dispatch.model.errors import BadInput
+    from dispatch.supervising import record_on_network_fs
+
+    why = record_on_network_fs(c.store)
+    if why is None:
+        return
+    if not allow:
+        raise BadInput(f"refusing to supervise: {why}; --allow-network-fs runs it anyway")
+    click.echo(f"dispatch: warning: {why}", err=True)
+
+
+def _store_url(c: Context) -> tuple[str, bool]:
+    """The record store's URL for a child process or a unit (a SQLite path made
+    absolute), and whether it holds a secret."""
+    from dispatch.store.redact import secrets_in
+
+    path = getattr(c.store, "path", None)
+    if path is not None and c.store.location.startswith("sqlite://"):
+        return f"sqlite://{path}", False
+    url = str(c.config.value("store"))
+    return url, bool(secrets_in(url))
+
+
+def _supervise_args(interval: float, lease_seconds: float, allow_network_fs: bool) -> list[str]:
+    args = ["supervise", "--interval", f"{interval:g}", "--lease", f"{lease_seconds:g}"]
+    return args + (["--allow-network-fs"] if allow_network_fs else [])
+
+
+def _detach(
+    c: Context, interval: float, lease_seconds: float, allow_network_fs: bool, as_json: bool
+) -> None:
+    import os
+
+    from dispatch.supervising import Detached, dispatch_command
+
+    detached = Detached(c.store.location)
+    url, _ = _store_url(c)
+    env = dict(os.environ, DISPATCH_STORE=url)  # never on the command line: ps shows that
+    if c.profile:
+        env["DISPATCH_PROFILE"] = c.profile
+    argv = [*dispatch_command(), *_supervise_args(interval, lease_seconds, allow_network_fs)]
+    argv += ["--pid-file", str(detached.pid_file)]
+    pid = detached.start(argv, env)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "pid": pid,
+                    "pid_file": str(detached.pid_file),
+                    "log_file": str(detached.log_file),
+                    "store": c.store.location,
+                }
+            )
+        )
+        return
+    click.echo(
+        f"supervisor started in the background: pid {pid}\n"
+        f"  record    {c.store.location}\n"
+        f"  log       {detached.log_file}\n"
+        f"  pid file  {detached.pid_file}\n"
+        "stop it with `dispatch supervise --stop`"
+    )
+
+
+def _stop_or_status(c: Context, *, stop: bool, as_json: bool) -> None:
+    from dispatch.core.supervision import ago
+    from dispatch.job_records import utc_now
+    from dispatch.supervising import Detached
+
+    detached: Detached = Detached(c.store.location)
+    if stop:
+        stopped = detached.stop()
+        if as_json:
+            click.echo(json.dumps({"stopped": None if stopped is None else stopped.pid}))
+        elif stopped is None:
+            click.echo(f"no detached supervisor runs for {c.store.location} on this host")
+        else:
+            click.echo(f"stopped the detached supervisor (pid {stopped.pid})")
+        return
+    found = detached.running()
+    beat = None
+    if found is not None and found.pid is not None:
+        owner = f"{detached.host}:{found.pid}"
+        beat = next((b for b in c.store.beats() if b.owner == owner), None)
+    now = utc_now()
+    since = None if beat is None else (now - beat.last_tick).total_seconds()
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "running": found is not None,
+                    "pid": None if found is None else found.pid,
+                    "pid_file": str(detached.pid_file),
+                    "log_file": str(detached.log_file),
+                    "store": c.store.location,
+                    "last_tick": None if beat is None else beat.last_tick.isoformat(),
+                    "seconds_since_tick": since,
+                }
+            )
+        )
+    elif found is None:
+        click.echo(f"no detached supervisor runs for {c.store.location} on this host")
+    else:
+        tick = "no tick yet" if since is None else f"last tick {ago(since)} ago"
+        click.echo(
+            f"detached supervisor running: pid {found.pid}, {tick}\n"
+            f"  record    {c.store.location}\n"
+            f"  log       {detached.log_file}\n"
+            f"  pid file  {detached.pid_file}"
+        )
+    if found is None:
+        raise SystemExit(exit_codes.FAILED)
+
+
+def _print_unit(c: Context, interval: float, lease_seconds: float, allow: bool) -> None:
+    import os
+
+    from dispatch.supervising import dispatch_command, systemd_unit
+
+    url, secret = _store_url(c)
+    env = dict(os.environ)
+    if c.profile:
+        env["DISPATCH_PROFILE"] = c.profile
+    command = [*dispatch_command(), *_supervise_args(interval, lease_seconds, allow)]
+    click.echo(systemd_unit(command, url, c.store.location, env, has_secret=secret), nl=False)
 
 
 def tick_line(report: Any) -> str:

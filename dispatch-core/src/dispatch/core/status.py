@@ -10,6 +10,7 @@ from dispatch.model.base import Model
 from dispatch.model.discovery import ObjectView
 from dispatch.model.enums import Level, State
 from dispatch.model.events import Identity
+from dispatch.model.supervision import Supervision
 
 
 class SubmissionStatus(Model):
@@ -50,3 +51,5 @@ class Status(Model):
     budgets: dict[str, int] = Field(default_factory=dict)
     exclude_nodes: tuple[str, ...] = ()
     submitter: Identity | None = None
+    #: Whether a supervisor watches the job (an active job read from the record), else None.
+    supervisor: Supervision | None = None
