@@ -6,10 +6,11 @@ Only click is imported here; each command imports the core when it runs, so
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -130,11 +131,48 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with escaping_output():
+                return super().invoke(ctx)
         except UsageProblem:
             raise
         except click.UsageError as exc:
             raise UsageProblem(exc, _json_asked(ctx.meta.get("dispatch.args", []))) from None
+
+
+class _Escaping:
+    """A text stream that shows every control character but line feeds and tabs as an
+    escape (:func:`dispatch.cli.render.escaped`); the rest is the stream it wraps (its
+    ``buffer`` too: ``logs`` writes a job's bytes there, unchanged)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        from dispatch.cli.render import escaped
+
+        self._inner.write(escaped(text, lines=True))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@contextlib.contextmanager
+def escaping_output() -> Iterator[None]:
+    """While a command runs, what it prints as text passes through :class:`_Escaping`.
+
+    The backstop behind the escaping of each field where it is printed: a print site that
+    forgets it still cannot clear the screen, set the title or colour the terminal (a line
+    break inside a field is escaped only where the field is printed).
+    """
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Escaping(sys.stdout), _Escaping(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def _json_asked(args: list[str]) -> bool:
