@@ -543,19 +543,33 @@ CONFIGURE_FLAGS=(--enable-multiple-slurmd --disable-slurmrestd --disable-x11 --d
   --without-yaml --without-libcurl)
 RECIPE="src-only O1 ${CONFIGURE_FLAGS[*]}"
 
+built() { [[ -x $PREFIX/sbin/slurmctld && -f $PREFIX/.recipe && $(<"$PREFIX/.recipe") == "$RECIPE" ]]; }
+
 do_build() {
-  local start token log work status cpu rc=0
+  local rc=0
   source_key || return 1
+  if built; then
+    say "Slurm $SLURM_VERSION already built in $PREFIX"
+    return 0
+  fi
   install -d -m 755 "$CACHE" "$CACHE/logs"
-  status=$CACHE/$KEY.status
+  # the lock is held on fd 9 for the build only: closed before any daemon starts, or
+  # the daemons would hold it for ever
   exec 9>"$CACHE/$KEY.lock"
+  locked_build || rc=$?
+  exec 9>&-
+  return $rc
+}
+
+locked_build() {
+  local start token log work status cpu rc=0
+  status=$CACHE/$KEY.status
   if ! flock -n 9; then
     say "a build of $KEY is under way ($(cat "$status" 2>/dev/null)); waiting for it"
     flock 9
   fi
-  if [[ -x $PREFIX/sbin/slurmctld && -f $PREFIX/.recipe && $(<"$PREFIX/.recipe") == "$RECIPE" ]]; then
+  if built; then
     say "Slurm $SLURM_VERSION already built in $PREFIX"
-    [[ -f $status ]] || echo "ok - $(date -u +%FT%TZ)" >"$status"
     return 0
   fi
   token=${DISPATCH_SLURM_BUILD_TOKEN:-$$}
@@ -601,6 +615,10 @@ build_background() { # start do_build detached (nice 19), return once it holds t
   local log=$CACHE/logs/build-$KEY.out token="bg-$$-$RANDOM" pid
   # its own session is its own autogroup: the group's nice is set too, or the build
   # would take an equal share of the CPU from the tests it runs beside
+  if built; then
+    say "Slurm $SLURM_VERSION already built in $PREFIX"
+    return 0
+  fi
   DISPATCH_SLURM_BUILD_TOKEN=$token SLURM_VERSION=$SLURM_VERSION \
     setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 bash "$0" build' \
     "${BASH_SOURCE[0]}" >"$log" 2>&1 </dev/null 9>&- &
