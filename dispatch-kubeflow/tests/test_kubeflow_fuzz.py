@@ -219,8 +219,8 @@ class _Served:
 class _ServedBackend(KubeflowBackend):
     """The adapter's own discovery, reading what ``_Served`` holds instead of HTTP."""
 
-    def __init__(self, answer: dict[str, list[Any]]) -> None:
-        super().__init__(KubeflowConfig(kubeconfig="unused", retries=0))
+    def __init__(self, answer: dict[str, list[Any]], trainer: tuple[int, int]) -> None:
+        super().__init__(KubeflowConfig(kubeconfig="unused", retries=0, trainer_version=trainer))
         self.served = _Served(answer)
 
     @property
@@ -228,8 +228,9 @@ class _ServedBackend(KubeflowBackend):
         return self.served
 
 
-def _discover(answer: dict[str, list[Any]]) -> dict[tuple[str, int], Any]:
-    views = _ServedBackend(answer).dispatch_discover([JOB]).objects
+def _discover(answer: dict[str, list[Any]], trainer: tuple[int, int]) -> dict[tuple[str, int], Any]:
+    """Trainer 2.0 lists pods by their JobSets' names, read from the Jobs listed."""
+    views = _ServedBackend(answer, trainer).dispatch_discover([JOB]).objects
     return {(v.job_id, v.submission): v for v in views}
 
 
@@ -251,8 +252,9 @@ def test_wrongly_typed_answers_give_unknown_never_an_exception_S4(
     wrong = data.draw(st.sampled_from([v for t, vs in WRONG.items() if t != was for v in vs]))
     answer = copy.deepcopy(seed)
     _at(answer, path[:-1])[path[-1]] = wrong
-    before = _discover(seed)
-    after = _bounded(lambda: _discover(answer))
+    trainer = data.draw(st.sampled_from([(2, 0), (2, 2)]))
+    before = _discover(seed, trainer)
+    after = _bounded(lambda: _discover(answer, trainer))
     assert isinstance(after, dict)
     unknown = {k for k, v in after.items() if v.cause and v.cause.kind is CauseKind.UNKNOWN}
     for key, view in after.items():
