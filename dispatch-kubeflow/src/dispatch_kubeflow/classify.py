@@ -7,11 +7,11 @@ top to bottom, first match wins, like ``dispatch_slurm.classify``. ``docs/mappin
 rendered from both (``python -m dispatch_kubeflow.classify``) and a test checks they agree.
 
 Order of the rows: an object dispatch cannot read (a wrongly typed field,
-:mod:`dispatch_kubeflow.shape`), then a deletion while pods still run, then the TrainJob's terminal
-condition (authoritative but coarse: ``FailedJobs`` hides the cause, so the Jobs and Pods
-say why; an ended object being deleted keeps its ending), then the other deletions, then
-suspension (dispatch's gate, Kueue, someone else's hold), then the live evidence (lost
-nodes, FailureTarget, restarts, pending reasons).
+:mod:`dispatch_kubeflow.shape`), then a deletion while pods still run, then the TrainJob's
+terminal condition (authoritative but coarse: ``FailedJobs`` hides the cause, so the Jobs
+and Pods say why; an ended object being deleted keeps its ending), then the other
+deletions, then suspension (dispatch's gate, Kueue, someone else's hold), then the live
+evidence (lost nodes, FailureTarget, restarts, pending reasons).
 
 What a row says:
 
@@ -27,6 +27,10 @@ Earlier restart attempts are executions too (S-38); their pods are gone after a 
 restart, so their endings are read from the annotations dispatch wrote on the TrainJob
 while it could still see them (:func:`attempt_annotations`): what discovery reports
 depends only on what the cluster shows (S-24, S-40), never on a process's memory.
+
+Over 500 lines on purpose: the table, the facts and cause sources its rows name, and the
+renderer of ``docs/mapping.md`` are read together; apart, a row's meaning would be in
+another file than the row.
 """
 
 from __future__ import annotations

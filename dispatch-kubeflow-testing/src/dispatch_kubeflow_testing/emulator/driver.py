@@ -10,6 +10,9 @@ policy or garbage collection, and no controllers. Discovery by label, Foreground
 blocked by a pod on a lost node, and the TrainJob → JobSet → Job → Pod chain are exactly
 what the adapter must get right, so the emulator models them; it is stdlib only so the
 conformance kit can start it anywhere.
+
+Over 500 lines on purpose: each ending the emulator can provoke is one method of
+:class:`Emulator`, so the driver's whole vocabulary is one class a test author reads.
 """
 
 from __future__ import annotations
