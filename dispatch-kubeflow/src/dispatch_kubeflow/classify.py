@@ -25,8 +25,9 @@ What a row says:
 
 Earlier restart attempts are executions too (S-38); their pods are gone after a JobSet
 restart, so their endings are read from the annotations dispatch wrote on the TrainJob
-while it could still see them (:func:`attempt_annotations`): what discovery reports
-depends only on what the cluster shows (S-24, S-40), never on a process's memory.
+while it could still see them (:func:`to_keep` writes them,
+:func:`~dispatch_kubeflow.evidence.recorded_executions` reads them): what discovery
+reports depends only on what the cluster shows (S-24, S-40), never on a process's memory.
 
 Over 500 lines on purpose: the table, the facts and cause sources its rows name, and the
 renderer of ``docs/mapping.md`` are read together; apart, a row's meaning would be in
