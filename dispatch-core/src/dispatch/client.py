@@ -51,6 +51,27 @@ if TYPE_CHECKING:
     PolicyArg = RecoveryPolicy | str | os.PathLike[str] | None
 
 
+#: What :meth:`Client.submit_file` takes beside the file.
+_FILE_KEYWORDS = frozenset(
+    {
+        "command",
+        "script",
+        "script_file",
+        "name",
+        "resources",
+        "env",
+        "workdir",
+        "options",
+        "launcher",
+        "warn",
+        "checkpoint_dir",
+        "progress_window",
+        "backend",
+        "policy",
+        "profile",
+    }
+)
+
 #: How many times a request is read and appended again when another writer got there first.
 REQUEST_ATTEMPTS = 5
 
@@ -443,6 +464,57 @@ class Client:
             return DryRun(job_id, backend_name, spec, plan, prepared)
         rendered = chosen.render(job_id, 1, spec, False)
         return DryRun(job_id, backend_name, spec, plan, None, rendered)
+
+    def submit_file(self, path: str | os.PathLike[str], **overrides: Any) -> JobHandle:
+        """Record and submit the job a job file describes (:mod:`dispatch.jobfile`).
+
+        :param overrides: :meth:`submit`'s keywords (and ``profile``), over the file's
+            values: key by key in ``resources``, ``options`` and ``env``; a command
+            replaces the file's script and the other way round.
+        :raises BadInput: the file is not TOML, has an unknown key or a value of the wrong
+            type (named with its line), or the job is refused; nothing is recorded.
+        """
+        client, args = self._from_file(path, overrides)
+        backend, policy = args.pop("backend", None), args.pop("policy", None)
+        return client.submit_spec(client.spec(**args), backend=backend, policy=policy)
+
+    def dry_run_file(self, path: str | os.PathLike[str], **overrides: Any) -> DryRun:
+        """:meth:`dry_run` for a job file, with :meth:`submit_file`'s ``overrides``."""
+        client, args = self._from_file(path, overrides)
+        backend, policy = args.pop("backend", None), args.pop("policy", None)
+        return client.dry_run_spec(client.spec(**args), backend=backend, policy=policy)
+
+    def _from_file(
+        self, path: str | os.PathLike[str], overrides: Mapping[str, Any]
+    ) -> tuple[Client, dict[str, Any]]:
+        """The client for the file's profile (this one when it names none) and the
+        keywords of :meth:`spec` plus ``backend`` and ``policy``; the profile's resources
+        under the file's, key by key."""
+        from dispatch.jobfile import layer, load_job_file
+
+        unknown = sorted(set(overrides) - _FILE_KEYWORDS)
+        if unknown:
+            raise BadInput(
+                f"submit_file: unknown keyword(s) {', '.join(unknown)} "
+                f"(keywords: {', '.join(sorted(_FILE_KEYWORDS))})"
+            )
+        args = load_job_file(path).merged(overrides)
+        client = self
+        profile = args.pop("profile", None)
+        if profile is not None:
+            from dispatch.config import load_config
+
+            client = Client(
+                self.store,
+                registry=self.registry,
+                actor=self.actor,
+                defaults=load_config(profile=profile),
+                notifier=self.notifier,
+            )
+        if args.get("resources") is not None or client._default("resources"):
+            under = {"resources": client._default("resources") or {}}
+            args["resources"] = layer(under, {"resources": args.get("resources")})["resources"]
+        return client, args
 
     # ------------------------------------------------------------------ finding jobs
     def job(self, job_id: str) -> JobHandle:

@@ -70,6 +70,12 @@ _COUNT = click.IntRange(min=1, max=1_000_000)
     is_flag=True,
     help="Check everything and print what would be submitted and the plan; record nothing.",
 )
+@click.option(
+    "--save",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write a job file (TOML) from the job file and flags given, checked as a submit "
+    "is; submit nothing (with --dry-run: also show what would be sent).",
+)
 @click.option("--wait", is_flag=True, help="Supervise here until the job ends or is held.")
 @seconds_option("--interval", 2.0, "Seconds between checks with --wait.")
 @click.argument("command", nargs=-1)
@@ -96,60 +102,46 @@ def submit(
     env: tuple[str, ...],
     options: tuple[str, ...],
     dry_run: bool,
+    save: Path | None,
     wait: bool,
     interval: float,
     command: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Submit COMMAND (after --) or --script FILE; print the job id.
+    """Submit COMMAND (after --), --script FILE, or a job file; print the job id.
 
     \b
     dispatch submit --policy policy.toml -- python train.py --epochs 10
+    dispatch submit job.toml --nodes 4          # flags override the file's values
+    dispatch submit --save job.toml --nodes 2 -- torchrun train.py   # write one
     """
     from dispatch.cli.render import emit_json
-    from dispatch.model.errors import BadInput
 
-    if bool(command) == bool(script_file):
-        raise BadInput("give a command after `--` or --script FILE (one of them)")
-    from dispatch import units
+    params = _params(click.get_current_context())
+    dry_run, save, wait = params["dry_run"], params["save"], params["wait"]
+    interval, as_json = params["interval"], params["as_json"]
+    args, source = _arguments(c, params)
+    backend, policy = args.pop("backend", None), args.pop("policy", None)
+    spec = _spec(c, args, source)
+    if save is not None or dry_run:
+        dry = c.client.dry_run_spec(spec, backend=backend, policy=policy)
+        if save is not None:
+            _save(c, save, params, source)
+            if not dry_run:
+                if as_json:
+                    emit_json({"saved": str(save), "spec": dry.spec.model_dump(mode="json")})
+                else:
+                    click.echo(f"saved {save} (submit it with `dispatch submit {save}`)")
+                return
+        if params["job_file"] is not None and not as_json:
+            from dispatch.jobfile import dumps
 
-    given: dict[str, Any] = {
-        "nodes": nodes,
-        "tasks_per_node": tasks_per_node,
-        "cpus_per_task": cpus_per_task,
-        "gpus_per_node": gpus_per_node,
-    }
-    resources = dict(c.config.value("resources") or {})
-    resources.update({k: v for k, v in given.items() if v is not None})
-    if mem is not None:
-        resources.pop("mem", None)
-        resources["memory_mb"] = units.megabytes(mem, "--mem")
-    if time_limit is not None:
-        resources.pop("time", None)
-        resources["time_limit"] = units.duration(time_limit, "--time")
-    script = None
-    if script_file is not None:
-        from dispatch.inputs import default_name
-        from dispatch.userfiles import SCRIPT_LIMIT, read_text
-
-        script = read_text(script_file, "--script", SCRIPT_LIMIT)
-        name = name if name is not None else default_name(script_file, ())
-    client = c.client
-    spec = client.spec(
-        command or None,
-        script=script,
-        name=name,
-        resources=resources,
-        env=pairs(env, "--env"),
-        workdir=workdir,
-        options=pairs(options, "--option"),
-        launcher=launcher,
-        **_endings(warn, checkpoint_dir, progress_window),
-    )
-    if dry_run:
-        show_dry_run(client.dry_run_spec(spec, backend=backend, policy=policy_file))
+            click.echo(f"=== {params['job_file']} with the flags over it ===")
+            click.echo(dumps(_file_values(c, params, source, None)).rstrip("\n"))
+        show_dry_run(dry)
         return
-    bound = client.plan(backend, policy_file)
+    client = c.client
+    bound = client.plan(backend, policy)
     if bound.uncovered and not as_json:
         click.echo(
             "uncovered causes (these will fail the job): "
@@ -182,6 +174,176 @@ def submit(
         click.echo(handle.job_id)
         click.echo(sent.line, err=True)
     follow(handle, interval, as_json)
+
+
+def _params(ctx: click.Context) -> dict[str, Any]:
+    """The options given, with those written after a job file (``dispatch submit job.toml
+    --nodes 4``: click takes every word after the first argument as an argument) parsed
+    as options too, and the job file's path under ``job_file``."""
+    from click.core import ParameterSource
+
+    from dispatch.jobfile import is_job_file
+
+    params = dict(ctx.params)
+    words = tuple(params["command"])
+    params["job_file"] = None
+    if words and is_job_file(words[0]) and params["script_file"] is None:
+        params["job_file"], params["command"] = Path(words[0]), ()
+        if len(words) > 1:
+            assert ctx.info_name is not None and isinstance(ctx.command, click.Command)
+            after = ctx.command.make_context(ctx.info_name, list(words[1:]), parent=ctx.parent)
+            for name, value in after.params.items():
+                if after.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+                    params[name] = value
+    return params
+
+
+#: submit's flags that set a job file key, and the key each sets
+_FLAGS = {
+    "name": "name",
+    "backend": "backend",
+    "launcher": "launcher",
+    "workdir": "workdir",
+    "warn": "warn",
+    "checkpoint_dir": "checkpoint_dir",
+    "progress_window": "progress_window",
+    "policy_file": "policy",
+    "script_file": "script_file",
+}
+_RESOURCE_FLAGS = {
+    "nodes": "nodes",
+    "tasks_per_node": "tasks_per_node",
+    "cpus_per_task": "cpus_per_task",
+    "gpus_per_node": "gpus_per_node",
+    "mem": "mem",
+    "time_limit": "time",
+}
+_OPTION_NAMES = {
+    "name": "--name",
+    "backend": "--backend",
+    "launcher": "--launcher",
+    "workdir": "--workdir",
+    "warn": "--warn",
+    "checkpoint_dir": "--checkpoint-dir",
+    "progress_window": "--progress-window",
+    "policy": "--policy",
+    "script_file": "--script",
+}
+
+
+def _given(c: Context, params: dict[str, Any]) -> dict[str, Any]:
+    """The flags given, as job file keys (values as typed: ``mem = "4G"``)."""
+    from dispatch import units
+
+    given: dict[str, Any] = {key: params[flag] for flag, key in _FLAGS.items()}
+    given["command"] = tuple(params["command"]) or None
+    given["profile"] = c.profile
+    if params["mem"] is not None:
+        units.megabytes(params["mem"], "--mem")  # refused naming the flag
+    if params["time_limit"] is not None:
+        units.duration(params["time_limit"], "--time")
+    given["resources"] = {key: params[flag] for flag, key in _RESOURCE_FLAGS.items()}
+    given["env"] = pairs(params["env"], "--env") or None
+    given["options"] = pairs(params["options"], "--option") or None
+    return given
+
+
+def _arguments(c: Context, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The job's values: the job file's (if one is given) with the flags over them; and,
+    for each value, where it was given (an option, or the file's key) for the errors."""
+    from dispatch.jobfile import layer, load_job_file
+    from dispatch.model.errors import BadInput
+    from dispatch.userfiles import shown
+
+    given = _given(c, params)
+    source = dict(_OPTION_NAMES)
+    if params["job_file"] is not None:
+        job = load_job_file(params["job_file"])
+        if c.profile is None and job.profile is not None:
+            c.profile = job.profile  # before the configuration is first read
+        for key in job.values:
+            if given.get(key) is None:
+                source[key] = f"{shown(job.path)}: key '{key.replace('_file', '')}'"
+        args = job.merged(given)
+    else:
+        args = layer({}, given)
+        if bool(args.get("command")) == bool(args.get("script_file")):
+            raise BadInput(
+                "give a command after `--` or --script FILE (one of them), or a job file"
+            )
+    args.pop("profile", None)
+    return args, source
+
+
+def _spec(c: Context, args: dict[str, Any], source: dict[str, str]) -> Any:
+    """The checked :class:`dispatch.JobSpec` from the merged values; the profile's
+    resources under them, key by key."""
+    from dispatch.inputs import default_name
+    from dispatch.jobfile import layer
+    from dispatch.userfiles import SCRIPT_LIMIT, read_text
+
+    profile = {"resources": c.config.value("resources") or {}}
+    resources = layer(profile, {"resources": args.get("resources") or {}})["resources"]
+    script, name, script_file = None, args.get("name"), args.get("script_file")
+    if script_file is not None:
+        script = read_text(script_file, source["script_file"], SCRIPT_LIMIT)
+        name = name if name is not None else default_name(script_file, ())
+    return c.client.spec(
+        args.get("command"),
+        script=script,
+        name=name,
+        resources=resources,
+        env=args.get("env"),
+        workdir=args.get("workdir"),
+        options=args.get("options"),
+        launcher=args.get("launcher"),
+        **_endings(
+            args.get("warn"),
+            args.get("checkpoint_dir"),
+            args.get("progress_window"),
+            source,
+        ),
+    )
+
+
+def _save(c: Context, path: Path, params: dict[str, Any], source: dict[str, str]) -> None:
+    """``--save``: the job file for these flags (and the job file given, if any)."""
+    from dispatch.jobfile import save_job_file
+
+    save_job_file(path, _file_values(c, params, source, path))
+
+
+def _file_values(
+    c: Context, params: dict[str, Any], source: dict[str, str], path: Path | None
+) -> dict[str, Any]:
+    """The job file's values with the flags over them, as a job file holds them; paths
+    relative to ``path``'s directory (None: absolute)."""
+    import os
+
+    from dispatch.jobfile import load_job_file
+    from dispatch.model.errors import BadInput
+
+    values = _given(c, params)
+    if params["job_file"] is not None:
+        values = load_job_file(params["job_file"]).merged(values)
+    here = os.path.dirname(os.path.abspath(path)) if path is not None else None
+    for key in ("script_file", "policy"):
+        value = values.get(key)
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            if path is None:
+                values[key] = "(inline)"
+                continue
+            raise BadInput(
+                f"--save: the inline policy of {source.get(key, 'the job file')} cannot be "
+                'written back; give it as a file (policy = "policy.toml")'
+            )
+        if value is not None:
+            full = os.path.abspath(value)
+            values[key] = full if here is None else os.path.relpath(full, here)
+    values["script"] = values.pop("script_file", None)
+    if values.get("command") is not None:
+        values["command"] = list(values["command"])
+    return values
 
 
 @dataclass(frozen=True)
@@ -242,14 +404,17 @@ def show_dry_run(dry: Any) -> None:
     click.echo(plan_text(dry.plan))
 
 
-def _endings(warn: str | None, directory: str | None, window: str | None) -> dict[str, Any]:
-    """--warn, --checkpoint-dir, --progress-window for Client.spec (dispatch.warning_text)."""
+def _endings(
+    warn: str | None, directory: str | None, window: str | None, source: dict[str, str]
+) -> dict[str, Any]:
+    """--warn, --checkpoint-dir, --progress-window for Client.spec (dispatch.warning_text);
+    an error names the option or the job file's key the value came from."""
     from dispatch.warning_text import as_checkpoint_dir, as_warning, as_window
 
     return {
-        "warn": as_warning(warn, "--warn"),
-        "checkpoint_dir": as_checkpoint_dir(directory, "--checkpoint-dir"),
-        "progress_window": as_window(window, "--progress-window"),
+        "warn": as_warning(warn, source["warn"]),
+        "checkpoint_dir": as_checkpoint_dir(directory, source["checkpoint_dir"]),
+        "progress_window": as_window(window, source["progress_window"]),
     }
 
 
