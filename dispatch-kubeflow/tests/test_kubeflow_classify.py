@@ -964,6 +964,18 @@ def test_an_unreadable_node_is_kept_on_the_objects_whose_node_is_not_listed_S4()
     assert view.phase is Phase.RUNNING and view.cause is None
 
 
+def test_nothing_is_kept_of_a_malformed_object_S40() -> None:
+    """An ending read around a wrongly typed field would outlive it on the TrainJob."""
+    victim = pod(1, conds=(c("DisruptionTarget", reason="PreemptionByScheduler"),))
+    other = pod(0, state={"terminated": {"reason": "Error", "exitCode": "1"}})
+    view, keep = read(
+        Evidence(JOB_ID, 1, NAME, NS, trainjob=trainjob(), pods=[other, victim], nodes={})
+    )
+    assert view.cause.kind is CauseKind.UNKNOWN and keep == {}
+    _, keep = read(Evidence(JOB_ID, 1, NAME, NS, trainjob=trainjob(), pods=[victim], nodes={}))
+    assert f"{tags.ATTEMPT_PREFIX}0" in keep
+
+
 def test_a_raw_value_in_detail_is_cut_short_S4() -> None:
     view = see(trainjob(), pods=(pod(phase="Pending", state=_waiting(["x" * 100_000])),))
     assert view.cause.kind is CauseKind.UNKNOWN and len(view.cause.detail) < 400

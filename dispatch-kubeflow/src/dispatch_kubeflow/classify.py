@@ -575,9 +575,13 @@ def to_keep(f: Facts, view: ObjectView) -> dict[str, str]:
     """The annotation that keeps the current restart attempt's execution once it failed
     while the object lives on (a JobSet restart may come and delete its pods). Discovery
     writes it on the TrainJob, once, so a fresh process reads the same executions as a
-    long-lived one (S-24, S-40): what is reported depends only on what the cluster shows."""
+    long-lived one (S-24, S-40): what is reported depends only on what the cluster shows.
+    Nothing is kept of a malformed object: an ending read around a field dispatch cannot
+    read would outlive the field."""
     ev = f.ev
     if ev.trainjob is None or f.tj_meta.get("deletionTimestamp") or not view.alive:
+        return {}
+    if f.malformed is not None:
         return {}
     if f.attempt is None or not _failed_attempt(f):
         return {}
