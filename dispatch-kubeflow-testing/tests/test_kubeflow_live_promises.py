@@ -1,10 +1,10 @@
 """The emulator's promises (``test_kubeflow_promises.py``, written once) run against the
 real control plane: K8s, JobSet, Trainer and KWOK started by ``start-kube.sh``.
 
-Collected only with DISPATCH_KUBE_LIVE=1 (this directory's conftest), like the adapter's
-live tier; the plane is started by its idempotent script, or the tests fail with its
-output (never a skip). A promise that fails here and passes on the emulator is a
-divergence: the emulator is what gets mended.
+Marked ``live(server='kubeflow')`` like the adapter's live tier (the test command runs
+them with ``-m live`` once the plane is up); the plane is started by its idempotent
+script, or the tests fail with its output (never a skip). A promise that fails here and
+passes on the emulator is a divergence: the emulator is what gets mended.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dispatch_kubeflow_testing.live.driver import LiveDriver
 from dispatch_kubeflow_testing.live.fixtures import live, live_plane
 from dispatch_kubeflow_testing.live.kubeapi import ApiError
 from kubernetes import client
+
+pytestmark = pytest.mark.live(server="kubeflow")
 
 _spec = importlib.util.spec_from_file_location(
     "kubeflow_promises", Path(__file__).with_name("test_kubeflow_promises.py")

@@ -1,5 +1,5 @@
 """The emulator's promises, written once and run against the emulator here and against
-the real control plane in ``test_kubeflow_live_promises.py`` (DISPATCH_KUBE_LIVE=1):
+the real control plane in ``test_kubeflow_live_promises.py`` (marked live):
 where the two disagree the emulator is wrong (the divergences are listed in
 dispatch-kubeflow-testing/README.md).
 

@@ -3,7 +3,6 @@ real kubeconfig file, so the official client does real HTTP (nothing is monkeypa
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,12 +44,3 @@ def make_backend(kubeconfig: Path) -> Callable[..., KubeflowBackend]:
 @pytest.fixture
 def backend(make_backend: Callable[..., KubeflowBackend]) -> KubeflowBackend:
     return make_backend()
-
-
-#: The live tier on a real control plane (test_kubeflow_live_*.py) builds Kubernetes, JobSet
-#: and the Trainer from Go modules (25-40 min cold) and 7 of its 18 tests fail today on
-#: divergences between the real controllers and the adapter (listed in
-#: dispatch-kubeflow-testing/scripts/kube/README.md). It runs when asked, never silently:
-#: DISPATCH_KUBE_LIVE=1 pytest dispatch-kubeflow/tests -k live  (or tox -e kubeflow-live).
-LIVE = os.environ.get("DISPATCH_KUBE_LIVE") == "1"
-collect_ignore_glob = [] if LIVE else ["test_kubeflow_live_*"]

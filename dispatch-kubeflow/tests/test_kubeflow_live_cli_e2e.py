@@ -13,9 +13,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from dispatch_kubeflow_testing.live.cluster import ControlPlane
 from dispatch_kubeflow_testing.live.driver import LiveDriver
 from dispatch_kubeflow_testing.live.fixtures import *  # noqa: F403 - the live fixtures
+
+pytestmark = pytest.mark.live(server="kubeflow")
 
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 RECOVER = '[[rule]]\non = ["preempted"]\naction = "resubmit"\nbudget = 2\n'

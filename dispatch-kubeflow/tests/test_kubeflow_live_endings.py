@@ -18,6 +18,8 @@ from dispatch_kubeflow_testing.live.fixtures import *  # noqa: F403 - the live f
 from dispatch_kubeflow_testing.live.kubeapi import Obj
 from dispatch_kubeflow_testing.live.observe import ended, submit, until
 
+pytestmark = pytest.mark.live(server="kubeflow")
+
 LONG = JobSpec(name="train", command=("torchrun", "train.py"), resources=Resources(nodes=2))
 IMAGE = {"image": "registry.example/acme/train:1.4"}
 

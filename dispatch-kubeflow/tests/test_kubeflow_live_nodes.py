@@ -7,6 +7,7 @@ force-deletes them) and a multi-node TrainJob with a node lost and a rank failin
 
 from __future__ import annotations
 
+import pytest
 from dispatch import Cause, CauseKind, JobSpec, Phase, Provenance, Resources
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
@@ -14,6 +15,8 @@ from dispatch_kubeflow_testing.live.driver import LiveDriver, condition
 from dispatch_kubeflow_testing.live.fixtures import *  # noqa: F403 - the live fixtures
 from dispatch_kubeflow_testing.live.kubeapi import ApiError
 from dispatch_kubeflow_testing.live.observe import submit, until
+
+pytestmark = pytest.mark.live(server="kubeflow")
 
 LONG = JobSpec(
     name="train",

@@ -11,6 +11,8 @@ from dispatch_kubeflow_testing.live.driver import LiveDriver
 from dispatch_kubeflow_testing.live.fixtures import *  # noqa: F403 - the live fixtures
 from dispatch_kubeflow_testing.live.observe import submit, until
 
+pytestmark = pytest.mark.live(server="kubeflow")
+
 LONG = JobSpec(
     name="train",
     command=("torchrun", "train.py"),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from dispatch_slurm_testing.provoke import Provoker
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.live(server="slurm")
 
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 

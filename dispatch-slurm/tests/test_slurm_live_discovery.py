@@ -10,7 +10,7 @@ from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.version import VersionCache
 from dispatch_slurm_testing.provoke import wait_for
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.live(server="slurm")
 
 
 def _calls(backend: SlurmBackend, job_ids: list[str]) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm_testing.cluster import cgroup_memory
 from dispatch_slurm_testing.provoke import CannotProvoke, Provocation, Provoker, wait_for
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.live(server="slurm")
 
 SCENARIOS = (
     "success",

@@ -9,7 +9,7 @@ import pytest
 from dispatch import Cause, CauseKind, Phase, Provenance
 from dispatch_slurm_testing.provoke import wait_for
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.live(server="slurm")
 
 STOP = Cause(
     kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="tester", detail="live test stop"

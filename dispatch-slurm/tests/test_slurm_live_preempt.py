@@ -13,7 +13,7 @@ import pytest
 from dispatch import Cause, CauseKind, Phase, Provenance
 from dispatch_slurm_testing.provoke import wait_for
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.live(server="slurm")
 
 STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail="live test cleanup")
 

@@ -16,7 +16,7 @@ from dispatch_slurm.launch import submitter_environment
 from dispatch_slurm.runner import Result
 from dispatch_slurm_testing.provoke import Provoker
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.live(server="slurm")
 
 STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, actor="tester", detail="done")
 

@@ -14,11 +14,15 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from dispatch import Client, RecoveryPolicy
 from dispatch.core.folding import fold
 from dispatch.model.enums import CauseKind, Provenance, State
 from dispatch.model.events import EscalationRaised, RecoveryStarted, StopRequested
 from dispatch_slurm.launch import log_dir
+from dispatch_testing.waiting import eventually
+
+pytestmark = pytest.mark.live(server="slurm")
 
 #: every step waits for every rank to reach it (a collective), then rank 0 beats; with
 #: FINISH_ON set, that submission finishes after a few steps
@@ -51,13 +55,7 @@ exec sleep 600
 
 
 def _wait(what: str, until, timeout: float = 120.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = until()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not seen in {timeout}s")
+    return eventually(until, timeout=timeout, interval=0.5, what=what)
 
 
 def _freeze(sync: Path) -> None:
@@ -125,7 +123,7 @@ def test_a_frozen_rank_raises_one_escalation_and_changes_nothing_S47(
         assert status.state is State.RUNNING and status.cause is None
         for _ in range(3):
             client.supervise(once=True)
-            time.sleep(1)
+            time.sleep(1)  # lets the silence go on, as it would between ticks
         assert len(fold(client.store.read(handle.job_id)).escalations) == 1
     finally:
         _end(client, handle)

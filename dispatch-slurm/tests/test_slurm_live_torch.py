@@ -22,7 +22,7 @@ from dispatch_slurm.launch import log_dir
 from dispatch_slurm_testing.cluster import ClusterError, torch_python
 from dispatch_slurm_testing.provoke import wait_for
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.live(server="slurm")
 
 #: the top-tier partition (PreemptMode=OFF): another test preempting `low` jobs to make
 #: room cannot end these

@@ -19,7 +19,7 @@ from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.runner import Runner
 from dispatch_slurm_testing.cluster import STATE_DIR, start
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.live(server="slurm")
 
 STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail="live test")
 

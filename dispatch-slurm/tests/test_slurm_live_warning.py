@@ -16,7 +16,7 @@ from dispatch_slurm.backend import sbatch_argv
 from dispatch_slurm.launch import log_dir
 from dispatch_slurm_testing.provoke import wait_for
 
-pytestmark = pytest.mark.live
+pytestmark = pytest.mark.live(server="slurm")
 
 STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail="live test cleanup")
 
