@@ -193,6 +193,7 @@ class _Served:
 
     def __init__(self, answer: dict[str, list[Any]]) -> None:
         self.answer = answer
+        self.kept: list[str] = []
 
     def list_trainjobs(self, selector: str) -> list[Any]:
         return self.answer["trainjobs"]
@@ -213,7 +214,7 @@ class _Served:
         return self.answer["workloads"]
 
     def patch_trainjob(self, namespace: str, name: str, body: object) -> None:
-        return None
+        self.kept.append(tags.object_id(namespace, name))
 
 
 class _ServedBackend(KubeflowBackend):
@@ -229,8 +230,13 @@ class _ServedBackend(KubeflowBackend):
 
 
 def _discover(answer: dict[str, list[Any]], trainer: tuple[int, int]) -> dict[tuple[str, int], Any]:
-    """Trainer 2.0 lists pods by their JobSets' names, read from the Jobs listed."""
-    views = _ServedBackend(answer, trainer).dispatch_discover([JOB]).objects
+    """Trainer 2.0 lists pods by their JobSets' names, read from the Jobs listed. Nothing
+    is written on a TrainJob dispatch cannot read."""
+    backend = _ServedBackend(answer, trainer)
+    views = backend.dispatch_discover([JOB]).objects
+    for view in views:
+        if view.cause is not None and view.cause.detail.startswith("cannot read"):
+            assert view.object_id not in backend.served.kept, view.cause.detail[:300]
     return {(v.job_id, v.submission): v for v in views}
 
 
