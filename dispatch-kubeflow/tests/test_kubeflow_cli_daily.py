@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 from dispatch_kubeflow_testing.emulator import Emulator
+from dispatch_testing.waiting import eventually
 
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 
@@ -70,9 +70,10 @@ def test_logs_print_what_every_node_printed_and_one_rank_S46(
          "--wait", "--", "torchrun", "train.py"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
-    deadline = time.monotonic() + 90
     printed = False
-    while proc.poll() is None and time.monotonic() < deadline:
+
+    def returned() -> bool:
+        nonlocal printed
         names = emulator.names()
         pods = emulator.pods(names[0]) if names else []
         if (
@@ -86,7 +87,13 @@ def test_logs_print_what_every_node_printed_and_one_rank_S46(
             emulator.succeed(names[0])
             printed = True
         emulator.reconcile()
-        time.sleep(0.2)
+        return proc.poll() is not None
+
+    try:
+        eventually(returned, timeout=90, interval=0.2, what="submit --wait returns")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, f"{out}\n{err}"
     job_id = out.splitlines()[0].strip()

@@ -8,11 +8,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from dispatch_kubeflow_testing.emulator import Emulator
+from dispatch_testing.waiting import NotYet, eventually
 
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 POLICY = '[[rule]]\non = ["preempted"]\naction = "resubmit"\nbudget = 2\n'
@@ -27,18 +27,23 @@ def until(
 ) -> None:
     """Poll the emulator while the CLI supervises; fail with the CLI's output if it stops.
     ``tick`` lets the emulated controllers' time pass (see :func:`after_each_look`)."""
-    deadline = time.monotonic() + limit
-    while not check():
+
+    def ready() -> bool:
+        if check():
+            return True
         if tick is not None:
             tick()
         if proc.poll() is not None:
             out, err = proc.communicate()
             raise AssertionError(f"dispatch exited {proc.returncode} before {what}:\n{out}\n{err}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            out, err = proc.communicate()
-            raise AssertionError(f"not {what} after {limit}s:\n{out}\n{err}")
-        time.sleep(0.1)
+        return False
+
+    try:
+        eventually(ready, timeout=limit, interval=0.1, what=what)
+    except NotYet as late:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"{late}:\n{out}\n{err}") from None
 
 
 def after_each_look(emulator: Emulator) -> Callable[[], None]:

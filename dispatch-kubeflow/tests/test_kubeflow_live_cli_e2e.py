@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 from dispatch_kubeflow_testing.live.cluster import ControlPlane
 from dispatch_kubeflow_testing.live.driver import LiveDriver
 from dispatch_kubeflow_testing.live.fixtures import *  # noqa: F403 - the live fixtures
+from dispatch_testing.waiting import NotYet, eventually
 
 pytestmark = pytest.mark.live(server="kubeflow")
 
@@ -40,16 +40,21 @@ def cli_env(plane: ControlPlane, tmp_path: Path) -> dict[str, str]:
 def until(
     what: str, check: Callable[[], bool], proc: subprocess.Popen[str], limit: float = 120.0
 ) -> None:
-    deadline = time.monotonic() + limit
-    while not check():
+
+    def ready() -> bool:
+        if check():
+            return True
         if proc.poll() is not None:
             out, err = proc.communicate()
             raise AssertionError(f"dispatch exited {proc.returncode} before {what}:\n{out}\n{err}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            out, err = proc.communicate()
-            raise AssertionError(f"not {what} after {limit}s:\n{out}\n{err}")
-        time.sleep(0.3)
+        return False
+
+    try:
+        eventually(ready, timeout=limit, interval=0.3, what=what)
+    except NotYet as late:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"{late}:\n{out}\n{err}") from None
 
 
 def trainjobs(live: LiveDriver) -> list[str]:
