@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -339,6 +340,26 @@ def test_stop_finishes_although_a_pod_is_stuck_on_a_lost_node(
     backend.dispatch_stop(object_id=object_id, cause=fence)
     forced = [r for r in emulator.log.entries if r.verb == "delete" and r.resource == "pods"]
     assert forced and all(r.body.get("gracePeriodSeconds") == 0 for r in forced)
+    emulator.settle()
+    assert backend.dispatch_discover(job_ids=["job-n"]).objects == ()
+
+
+def test_stop_skips_listed_pods_and_nodes_it_cannot_read_S36(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
+    """A pod or Node item of the wrong shape is skipped by stop (it raised AttributeError
+    and KeyError before); the pods it can read on a node that is not Ready are still
+    force-deleted, so the object goes."""
+    object_id = backend.dispatch_submit(job_id="job-n", submission=1, spec=SPEC, gated=False)
+    emulator.lose_node(name_of(object_id))
+    pods = emulator.pods(name_of(object_id))
+    garbled = {"kind": "PodList", "items": ["garbage", {"spec": "x"}, {"spec": {}}, *pods]}
+    emulator.garble(json.dumps(garbled).encode(), resource="pods")
+    nodes = {"kind": "NodeList", "items": [7, {"status": []}, *emulator.nodes()]}
+    emulator.garble(json.dumps(nodes).encode(), resource="nodes")
+    backend.dispatch_stop(object_id=object_id, cause=CANCEL)
+    forced = [r for r in emulator.log.entries if r.verb == "delete" and r.resource == "pods"]
+    assert forced, "the pod on the lost node was not force-deleted"
     emulator.settle()
     assert backend.dispatch_discover(job_ids=["job-n"]).objects == ()
 

@@ -48,7 +48,17 @@ from dispatch_kubeflow import launch, logs, tags
 from dispatch_kubeflow.classify import read
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
-from dispatch_kubeflow.evidence import group, jobset_names, needs_nodes, pod_terminal, queued_uids
+from dispatch_kubeflow.evidence import (
+    group,
+    jobset_names,
+    meta,
+    name_of,
+    needs_nodes,
+    node_of,
+    pod_terminal,
+    queued_uids,
+    true,
+)
 from dispatch_kubeflow.manifest import (
     GROUP,
     OPTIONS,
@@ -344,22 +354,20 @@ class KubeflowBackend:
         except ApiRefused as exc:
             if exc.status != 404:
                 raise
-        pods = kube.list_pods(f"{tags.JOBSET_NAME}={name}")
-        if not any((p.get("spec") or {}).get("nodeName") for p in pods):
+        # read defensively (evidence.py): a listed item of the wrong shape is skipped, a
+        # Node whose readiness cannot be read is not Ready
+        placed = [
+            (pod_name, node)
+            for p in kube.list_pods(f"{tags.JOBSET_NAME}={name}")
+            if (node := node_of(p)) and (pod_name := name_of(p))
+        ]
+        if not placed:
             return
-        ready = {
-            n["metadata"]["name"]
-            for n in self._nodes()
-            if any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (n.get("status") or {}).get("conditions") or []
-            )
-        }
-        for pod in pods:
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node and node not in ready:
+        ready = {name_of(n) for n in self._nodes() if true(n, "Ready") is not None}
+        for pod_name, node in placed:
+            if node not in ready:
                 try:
-                    kube.force_delete_pod(namespace, pod["metadata"]["name"])
+                    kube.force_delete_pod(namespace, pod_name)
                 except ApiRefused as exc:
                     if exc.status != 404:
                         raise
@@ -466,7 +474,7 @@ def _propagation(trainjob: dict[str, Any]) -> str:
     ever (found on the live tier); a second delete with Background replaces the
     ``foregroundDeletion`` finalizer and lets the TrainJob go, and the collector then
     removes what is left. Pods still running keep the object alive meanwhile (S-28)."""
-    deleting = (trainjob.get("metadata") or {}).get("deletionTimestamp")
+    deleting = meta(trainjob).get("deletionTimestamp")
     return "Background" if deleting else "Foreground"
 
 
