@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from dispatch.handle import JobHandle, WaitTimeout
 from dispatch.inputs import build_resources, check_text, default_name, launch, text_pairs
@@ -74,6 +74,43 @@ _FILE_KEYWORDS = frozenset(
 
 #: How many times a request is read and appended again when another writer got there first.
 REQUEST_ATTEMPTS = 5
+
+
+class SpecFields(TypedDict, total=False):
+    """The keywords that describe a job, for :meth:`Client.spec`, :meth:`Client.submit`
+    and :meth:`Client.dry_run` (defined once, here).
+
+    - ``script`` / ``script_file``: the script's text, or a file to read it from, instead
+      of a command;
+    - ``name``: for people (default: the command or the script's file name);
+    - ``resources``: a :class:`dispatch.Resources` or a mapping (see ``build_resources``);
+    - ``env``: variables added to the job's environment;
+    - ``workdir``: the job's working directory;
+    - ``options``: backend options (``dispatch backends`` lists them);
+    - ``launcher``: ``"tasks"`` (the command once per task) or ``"torchrun"`` (once per
+      node, torchrun's rendezvous set): :class:`dispatch.Launcher` (S-41). Default:
+      ``torchrun`` when the command starts torchrun (``torchrun ...``, ``python -m
+      torch.distributed.run ...``), where ``gpus_per_node`` N without ``tasks_per_node``
+      starts N workers per node; else ``tasks``;
+    - ``warn``: ``"USR1@90s"`` or an :class:`dispatch.EndWarning`: the signal sent that
+      long before a time limit, preemption or stop (S-45);
+    - ``checkpoint_dir``: the job's checkpoint directory (DISPATCH_CHECKPOINT_DIR);
+      without it the backend gives every job one of its own (S-44);
+    - ``progress_window``: ``"20m"`` or a timedelta: no heartbeat for that long while
+      running raises an escalation (S-47).
+    """
+
+    script: str | None
+    script_file: str | os.PathLike[str] | None
+    name: str | None
+    resources: Resources | Mapping[str, Any] | None
+    env: Mapping[str, str] | None
+    workdir: str | None
+    options: Mapping[str, str] | None
+    launcher: str | None
+    warn: Any
+    checkpoint_dir: str | os.PathLike[str] | None
+    progress_window: Any
 
 
 class Deferred(Unreachable):
@@ -257,26 +294,22 @@ class Client:
         return str(name)
 
     # ------------------------------------------------------------------ submit
-    def spec(
-        self,
-        command: Sequence[str] | None = None,
-        *,
-        script: str | None = None,
-        script_file: str | os.PathLike[str] | None = None,
-        name: str | None = None,
-        resources: Resources | Mapping[str, Any] | None = None,
-        env: Mapping[str, str] | None = None,
-        workdir: str | None = None,
-        options: Mapping[str, str] | None = None,
-        launcher: str | None = None,
-        warn: Any = None,
-        checkpoint_dir: str | os.PathLike[str] | None = None,
-        progress_window: Any = None,
-    ) -> JobSpec:
+    def spec(self, command: Sequence[str] | None = None, **fields: Unpack[SpecFields]) -> JobSpec:
         """The :class:`dispatch.JobSpec` a submit would record, checked (S-36).
 
-        Resources and options the call leaves out come from the profile.
+        :param command: argv (never a shell string), or give ``script``/``script_file``.
+        :param fields: the rest of the job, as :class:`SpecFields` says. Resources and
+            options the call leaves out come from the profile.
         """
+        unknown = sorted(set(fields) - set(SpecFields.__annotations__))
+        if unknown:
+            raise TypeError(f"spec() got unexpected keyword arguments: {', '.join(unknown)}")
+        script, script_file = fields.get("script"), fields.get("script_file")
+        name, workdir, resources = (
+            fields.get("name"),
+            fields.get("workdir"),
+            fields.get("resources"),
+        )
         from dispatch.model.spec import JobSpec
         from dispatch.userfiles import SCRIPT_LIMIT, read_text
         from dispatch.warning_text import endings
@@ -312,21 +345,21 @@ class Client:
         if resources is None:
             resources = self._default("resources")
         merged_options = dict(self._default("options") or {})
-        merged_options.update(options or {})
-        how, built = launch(words, launcher, build_resources(resources))
+        merged_options.update(fields.get("options") or {})
+        how, built = launch(words, fields.get("launcher"), build_resources(resources))
         return JobSpec(
             name=name or default_name(script_file, words),
             command=words,
             script=script,
-            env=text_pairs(env, "env"),
+            env=text_pairs(fields.get("env"), "env"),
             workdir=workdir,
             resources=built,
             options=text_pairs(merged_options, "option"),
             launcher=how,
             **endings(
-                warn=warn,
-                checkpoint_dir=checkpoint_dir,
-                progress_window=progress_window,
+                warn=fields.get("warn"),
+                checkpoint_dir=fields.get("checkpoint_dir"),
+                progress_window=fields.get("progress_window"),
                 time_limit=built.time_limit,
             ),  # S-44, S-45, S-47: dispatch.warning_text
         )
@@ -346,57 +379,18 @@ class Client:
         self,
         command: Sequence[str] | None = None,
         *,
-        script: str | None = None,
-        script_file: str | os.PathLike[str] | None = None,
         backend: str | None = None,
         policy: PolicyArg = None,
-        name: str | None = None,
-        resources: Resources | Mapping[str, Any] | None = None,
-        env: Mapping[str, str] | None = None,
-        workdir: str | None = None,
-        options: Mapping[str, str] | None = None,
-        launcher: str | None = None,
-        warn: Any = None,
-        checkpoint_dir: str | os.PathLike[str] | None = None,
-        progress_window: Any = None,
+        **fields: Unpack[SpecFields],
     ) -> JobHandle:
         """Record a new job and submit it now; a supervisor recovers it (:meth:`start`).
 
         :param command: argv (never a shell string), or give ``script``/``script_file``.
         :param policy: a :class:`dispatch.RecoveryPolicy` or a policy file's path.
-        :param resources: a :class:`dispatch.Resources` or a mapping (see
-            :func:`build_resources`).
-        :param launcher: ``"tasks"`` (the command once per task) or ``"torchrun"`` (once per
-            node, torchrun's rendezvous set): :class:`dispatch.Launcher` (S-41). Default:
-            ``torchrun`` when the command starts torchrun (``torchrun ...``, ``python -m
-            torch.distributed.run ...``), where ``gpus_per_node`` N without
-            ``tasks_per_node`` starts N workers per node; else ``tasks``.
-        :param warn: ``"USR1@90s"`` or an :class:`dispatch.core.warning.EndWarning`: the
-            signal sent that long before a time limit, preemption or stop (S-45).
-        :param checkpoint_dir: the job's checkpoint directory (DISPATCH_CHECKPOINT_DIR);
-            without it the backend gives every job one of its own (S-44).
-        :param progress_window: ``"20m"`` or a timedelta: no heartbeat for that long while
-            running raises an escalation (S-47).
+        :param fields: the rest of the job, as :class:`SpecFields` says (see :meth:`spec`).
         :raises BadInput: anything the core or the backend refuses; nothing is recorded.
         """
-        return self.submit_spec(
-            self.spec(
-                command,
-                script=script,
-                script_file=script_file,
-                name=name,
-                resources=resources,
-                env=env,
-                workdir=workdir,
-                options=options,
-                launcher=launcher,
-                warn=warn,
-                checkpoint_dir=checkpoint_dir,
-                progress_window=progress_window,
-            ),
-            backend=backend,
-            policy=policy,
-        )
+        return self.submit_spec(self.spec(command, **fields), backend=backend, policy=policy)
 
     def submit_spec(
         self, spec: JobSpec, *, backend: str | None = None, policy: PolicyArg = None
@@ -437,12 +431,12 @@ class Client:
         *,
         backend: str | None = None,
         policy: PolicyArg = None,
-        **spec: Any,
+        **fields: Unpack[SpecFields],
     ) -> DryRun:
         """What :meth:`submit` would record and what its first submission would send,
         checked the same way; records nothing and changes nothing at the scheduler (a
         backend may read it to prepare, e.g. the runtime a TrainJob copies)."""
-        return self.dry_run_spec(self.spec(command, **spec), backend=backend, policy=policy)
+        return self.dry_run_spec(self.spec(command, **fields), backend=backend, policy=policy)
 
     def dry_run_spec(
         self, spec: JobSpec, *, backend: str | None = None, policy: PolicyArg = None
@@ -637,6 +631,7 @@ __all__ = [
     "DryRun",
     "JobHandle",
     "LeftToSubmitter",
+    "SpecFields",
     "WaitTimeout",
     "current_actor",
 ]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli.cli_shell import Shell
+from pydantic import TypeAdapter
 
 
 def _refused(sh: Shell, *args: str | bytes, words: list[str]) -> None:
@@ -125,6 +126,7 @@ def test_time_limits_people_type_are_accepted(sh: Shell) -> None:
     ):
         out = sh.run("submit", "--dry-run", "--json", "--time", value, "--", "true")
         assert out.returncode == 0, out.stderr
-        rendered = json.loads(out.stdout)["rendered"]
-        assert f"time     {timedelta(seconds=seconds)} (then SIGTERM" in rendered
+        sent = json.loads(out.stdout)["prepared"]["parts"]["object"]["spec"]
+        limit = TypeAdapter(timedelta).validate_python(sent["resources"]["time_limit"])
+        assert limit == timedelta(seconds=seconds)
     assert sh.recorded() == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -169,3 +170,18 @@ def test_a_request_racing_another_writer_is_read_and_made_again(
     assert events.count("escalation-raised") == 2  # the racing writer's, kept
     assert job.record().cancel is not None
     assert job.wait(timeout=60, interval=0.2).state.value == "cancelled"
+
+
+def test_the_keywords_of_a_job_are_defined_once(client: Client) -> None:
+    """``spec``, ``submit`` and ``dry_run`` take the job's keywords from one definition,
+    :class:`dispatch.client.SpecFields`, and refuse a keyword it does not define."""
+    from dispatch.client import SpecFields
+
+    defined = set(SpecFields.__annotations__)
+    assert {"script", "resources", "launcher", "progress_window"} <= defined
+    for method in (Client.spec, Client.submit, Client.dry_run):
+        params = inspect.signature(method).parameters
+        assert params["fields"].kind is inspect.Parameter.VAR_KEYWORD
+        assert not defined & set(params), f"{method.__name__} spells a job keyword out again"
+    with pytest.raises(TypeError, match="colour"):
+        client.spec(["true"], colour="red")  # type: ignore[call-arg]

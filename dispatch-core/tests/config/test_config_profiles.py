@@ -4,13 +4,16 @@ and the command line, in that order of precedence, each value shown with its sou
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli.cli_shell import Shell
 from dispatch.client import Client
 from dispatch.config import load_config
 from dispatch.model.errors import BadInput
+from pydantic import TypeAdapter
 
 USER = """
 [profile.default]
@@ -105,6 +108,12 @@ def test_named_profile_and_the_environment_choose_it(sh: Shell) -> None:
     assert out.returncode == 2 and "profile 'nosuch' is not defined" in out.stderr
 
 
+def _sent_time_limit(dry_run: dict[str, Any]) -> timedelta:
+    """The time limit in what the local backend's dry run would send (its meta.json)."""
+    limit = dry_run["prepared"]["parts"]["object"]["spec"]["resources"]["time_limit"]
+    return TypeAdapter(timedelta).validate_python(limit)
+
+
 def test_profile_fills_in_submit_and_the_command_line_wins(sh: Shell) -> None:
     _files(sh)
     (sh.home / "config" / "dispatch" / "config.toml").unlink()
@@ -116,12 +125,12 @@ def test_profile_fills_in_submit_and_the_command_line_wins(sh: Shell) -> None:
         PROJECT.replace('"from-project"', '"local"').replace('partition = "project-part"', "")
     )
     data = json.loads(sh.run("submit", "--dry-run", "--json", "--", "true", cwd=proj).stdout)
-    assert "time     0:05:00" in data["rendered"]
+    assert _sent_time_limit(data) == timedelta(minutes=5)
     assert data["plan"]["rules"][0]["action"] == "hold"  # the profile's policy file
     data = json.loads(
         sh.run("submit", "--dry-run", "--json", "--time", "7m", "--", "true", cwd=proj).stdout
     )
-    assert "time     0:07:00" in data["rendered"]
+    assert _sent_time_limit(data) == timedelta(minutes=7)
     big = json.loads(
         sh.run("--profile", "big", "submit", "--dry-run", "--json", "--", "true", cwd=proj).stdout
     )

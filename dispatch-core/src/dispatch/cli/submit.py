@@ -12,7 +12,7 @@ import click
 from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx, seconds_option
 
 if TYPE_CHECKING:
-    from dispatch.client import Client, JobHandle
+    from dispatch.client import Client, DryRun, JobHandle
     from dispatch.core.status import Status
 
 _COUNT = click.IntRange(min=1, max=1_000_000)
@@ -372,10 +372,10 @@ def first_submission(client: Client, job_id: str) -> FirstSubmission:
     )
 
 
-
-
-def show_dry_run(dry: Any) -> None:
-    from dispatch.cli.render import emit_json, plan_json, plan_text
+def show_dry_run(dry: DryRun) -> None:
+    """The dry run: for a backend with ``dispatch_prepare``, the ``Prepared`` that its
+    send would send, part by part (``--json``: the same, as data); else the spec."""
+    from dispatch.cli.render import emit_json, escaped, plan_json, plan_text
 
     ctx = click.get_current_context()
     if ctx.params.get("as_json"):
@@ -385,6 +385,7 @@ def show_dry_run(dry: Any) -> None:
                 "job_id": dry.job_id,
                 "backend": dry.backend,
                 "spec": dry.spec.model_dump(mode="json"),
+                "prepared": None if dry.prepared is None else dry.prepared.model_dump(mode="json"),
                 "rendered": dry.rendered,
                 "plan": plan_json(dry.plan),
             }
@@ -392,15 +393,19 @@ def show_dry_run(dry: Any) -> None:
         return
     click.echo(f"dry run: nothing recorded, nothing sent to {dry.backend}")
     click.echo(f"job id    {dry.job_id}  (a real submit draws a new one)")
-    click.echo(f"name      {dry.spec.name}")
-    click.echo(f"--- what {dry.backend} would be sent for submission 1 ---")
-    click.echo(
-        dry.rendered.rstrip("\n")
-        if dry.rendered is not None
-        else f"({dry.backend} does not implement dispatch_render; the spec:)\n"
-        + dry.spec.model_dump_json(indent=2)
-    )
-    click.echo("--- plan ---")
+    click.echo(f"name      {escaped(dry.spec.name)}")
+    click.echo(f"=== what {dry.backend} would be sent for submission 1 ===")
+    # what is sent holds the user's words (command, script, env): shown escaped
+    if dry.prepared is not None:
+        click.echo(escaped(dry.prepared.render().rstrip("\n"), lines=True))
+    elif dry.rendered is not None:
+        click.echo(escaped(dry.rendered.rstrip("\n"), lines=True))
+    else:
+        click.echo(
+            f"({dry.backend} builds what it sends only when it sends it (no dispatch_prepare); "
+            "the spec it would be given:)\n" + dry.spec.model_dump_json(indent=2)
+        )
+    click.echo("=== plan ===")
     click.echo(plan_text(dry.plan))
 
 
