@@ -332,6 +332,11 @@ def _object(
         executions=tuple(executions),
         # a requeue resets Slurm's SubmitTime: the first incarnation's is the object's
         created_at=rows[0].submitted if rows and rows[0].submitted else submitted,
+        pending_reason=(
+            sq.reason
+            if sq is not None and phase is Phase.PENDING and sq.reason not in ("", "None")
+            else None
+        ),
     )
 
 

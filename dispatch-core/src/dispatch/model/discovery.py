@@ -49,6 +49,10 @@ class ObjectView(Model):
     cause: Cause | None = None
     executions: tuple[Execution, ...] = ()
     created_at: AwareDatetime | None = None
+    #: The scheduler's own words for why a pending object waits (Slurm's ``Reason``:
+    #: ``Priority``, ``Resources``...), for people (``watch``, ``list``); None when it
+    #: does not wait or the scheduler gives none.
+    pending_reason: str | None = None
 
     @property
     def alive(self) -> bool:
