@@ -115,7 +115,7 @@ def submit(
     dispatch submit job.toml --nodes 4          # flags override the file's values
     dispatch submit --save job.toml --nodes 2 -- torchrun train.py   # write one
     """
-    from dispatch.cli.render import emit_json
+    from dispatch.cli.render import emit_json, escaped
 
     params = _params(click.get_current_context())
     dry_run, save, wait = params["dry_run"], params["save"], params["wait"]
@@ -131,13 +131,15 @@ def submit(
                 if as_json:
                     emit_json({"saved": str(save), "spec": dry.spec.model_dump(mode="json")})
                 else:
-                    click.echo(f"saved {save} (submit it with `dispatch submit {save}`)")
+                    click.echo(escaped(f"saved {save} (submit it with `dispatch submit {save}`)"))
                 return
         if params["job_file"] is not None and not as_json:
             from dispatch.jobfile import dumps
 
-            click.echo(f"=== {params['job_file']} with the flags over it ===")
-            click.echo(dumps(_file_values(c, params, source, None)).rstrip("\n"))
+            click.echo(escaped(f"=== {params['job_file']} with the flags over it ==="))
+            click.echo(
+                escaped(dumps(_file_values(c, params, source, None)).rstrip("\n"), lines=True)
+            )
         show_dry_run(dry)
         return
     client = c.client
@@ -168,11 +170,11 @@ def submit(
             )
         else:
             click.echo(handle.job_id)
-            click.echo(sent.line, err=True)
+            click.echo(escaped(sent.line), err=True)
         return
     if not as_json:
         click.echo(handle.job_id)
-        click.echo(sent.line, err=True)
+        click.echo(escaped(sent.line), err=True)
     follow(handle, interval, as_json)
 
 
@@ -438,7 +440,7 @@ def pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
 def follow(handle: JobHandle, interval: float, as_json: bool) -> None:
     """Supervise one job in this process, printing each change, until it ends or is held."""
     from dispatch.cli import exit_codes
-    from dispatch.cli.render import cause_line, emit_json
+    from dispatch.cli.render import cause_line, emit_json, escaped
     from dispatch.model.enums import State
 
     shown = [0]  # escalations already printed
@@ -448,11 +450,11 @@ def follow(handle: JobHandle, interval: float, as_json: bool) -> None:
             return
         click.echo(f"{status.at:%H:%M:%S}  {status.state.value:<10} {cause_line(status.cause)}")
         for escalation in status.escalations[shown[0] :]:
-            click.echo(f"{escalation.at:%H:%M:%S}  escalation: {escalation.reason}")
+            click.echo(escaped(f"{escalation.at:%H:%M:%S}  escalation: {escalation.reason}"))
         shown[0] = len(status.escalations)
 
     def unreachable(name: str, problem: str) -> None:
-        click.echo(f"scheduler unreachable, will retry: {problem}", err=True)
+        click.echo(escaped(f"scheduler unreachable, will retry: {problem}"), err=True)
 
     try:
         status = handle.wait(interval=interval, on_change=changed, on_unreachable=unreachable)
