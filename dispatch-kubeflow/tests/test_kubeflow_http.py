@@ -249,6 +249,22 @@ def test_gated_submission_is_suspended_until_its_gate_opens(
     backend.dispatch_open_gate(object_id="default/never-existed-1")
 
 
+@pytest.mark.parametrize(
+    "served", [b'["x"]', b'{"metadata": "x"}', b'{"metadata": {"annotations": ["closed"]}}']
+)
+def test_a_trainjob_that_cannot_be_read_has_no_gate_to_open_S36(
+    backend: KubeflowBackend, emulator: Emulator, served: bytes
+) -> None:
+    """Opening the gate of an object that cannot be read is not an error (the hook's
+    contract for an unknown object) and changes nothing; it raised AttributeError before."""
+    object_id = backend.dispatch_submit(job_id="job-g", submission=1, spec=SPEC, gated=True)
+    emulator.log.clear()
+    emulator.garble(served, resource="trainjobs")
+    backend.dispatch_open_gate(object_id=object_id)
+    assert [r.verb for r in emulator.log.entries] == ["get"]
+    assert emulator.trainjob(name_of(object_id))["spec"]["suspend"] is True
+
+
 def test_gate_under_kueue_is_the_queue_label_not_suspend(
     make_backend: Callable[..., KubeflowBackend], emulator: Emulator
 ) -> None:

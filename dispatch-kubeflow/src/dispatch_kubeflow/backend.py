@@ -49,6 +49,7 @@ from dispatch_kubeflow.classify import read
 from dispatch_kubeflow.config import KubeflowConfig
 from dispatch_kubeflow.errors import ApiRefused
 from dispatch_kubeflow.evidence import (
+    annotations_of,
     group,
     jobset_names,
     meta,
@@ -57,6 +58,7 @@ from dispatch_kubeflow.evidence import (
     node_of,
     pod_terminal,
     queued_uids,
+    text,
     true,
 )
 from dispatch_kubeflow.manifest import (
@@ -326,12 +328,13 @@ class KubeflowBackend:
             if exc.status == 404:
                 return
             raise
-        meta = tj.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
-        if meta.get("deletionTimestamp") or annotations.get(tags.GATE) != "closed":
+        # a TrainJob that cannot be read is not one whose gate is closed (discovery shows
+        # it unknown): nothing to open
+        annotations = annotations_of(tj)
+        if meta(tj).get("deletionTimestamp") or annotations.get(tags.GATE) != "closed":
             return
         patch: dict[str, Any] = {"metadata": {"annotations": {tags.GATE: "open"}}}
-        queue = annotations.get(tags.QUEUE)
+        queue = text(annotations.get(tags.QUEUE))
         if queue:
             patch["metadata"]["labels"] = {tags.KUEUE_QUEUE: queue}
         else:
