@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import socket
-import time
 import uuid
 
 import pytest
@@ -209,7 +208,7 @@ def _two_node_long(provoker: Provoker, where: str, requeue: str = "no") -> JobSp
     )
 
 
-def test_a_lost_node_is_named_batch_node_and_other_node_S42(backend, provoker) -> None:
+def test_a_lost_node_is_named_batch_node_and_other_node_S42(backend, provoker, launched) -> None:
     """node2 (not the batch node) lost under one job, node3 (its batch node) under another,
     at once: each cause names its own lost node, while running and once ended."""
     run = uuid.uuid4().hex[:8]
@@ -224,7 +223,8 @@ def test_a_lost_node_is_named_batch_node_and_other_node_S42(backend, provoker) -
             list(oids),
             lambda s: all(j in s and s[j].phase is Phase.RUNNING for j in oids),
         )
-        time.sleep(3)  # srun launches its steps through the slurmd's: let it
+        for oid in oids.values():
+            launched(oid)  # srun has launched its steps through the slurmd's
         assert provoker.lose(oids[other], which=-1) == "node2"
         assert provoker.lose(oids[batch], which=0) == "node3"
         running = wait_for(
@@ -249,7 +249,7 @@ def test_a_lost_node_is_named_batch_node_and_other_node_S42(backend, provoker) -
 
 
 def test_a_lost_node_under_native_requeue_and_a_node_set_down_are_named_S42(
-    backend, provoker
+    backend, provoker, launched
 ) -> None:
     run = uuid.uuid4().hex[:8]
     native, down = f"live-lost-{run}-native", f"live-down-{run}"
@@ -265,7 +265,8 @@ def test_a_lost_node_under_native_requeue_and_a_node_set_down_are_named_S42(
             list(oids),
             lambda s: all(j in s and s[j].phase is Phase.RUNNING for j in oids),
         )
-        time.sleep(3)
+        for oid in oids.values():
+            launched(oid)  # srun has launched its steps through the slurmd's
         provoker.lose(oids[native], which=-1)
         provoker.oob.run(
             [

@@ -8,19 +8,19 @@ by ``node-lost`` and waits to run again under the same job id.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
 from dispatch import Cause, CauseKind, Phase, Provenance
 from dispatch_slurm_testing.provoke import wait_for
+from dispatch_testing.waiting import eventually
 
 pytestmark = pytest.mark.live(server="slurm")
 
 STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail="live test cleanup")
 
 
-def test_killed_slurmd_is_node_lost_running_then_ended_S25_S26(backend, provoker) -> None:
+def test_killed_slurmd_is_node_lost_running_then_ended_S25_S26(backend, provoker, launched) -> None:
     run = uuid.uuid4().hex[:8]
     plain, native = f"live-node-{run}-plain", f"live-node-{run}-native"
     on_node1 = "--nodelist=node1"
@@ -30,24 +30,30 @@ def test_killed_slurmd_is_node_lost_running_then_ended_S25_S26(backend, provoker
     }
     for oid in oids.values():
         provoker.wait_state(oid, {"RUNNING"})
-    time.sleep(3)  # let srun launch its step through slurmd before slurmd dies
+        launched(oid)  # srun has launched its step through slurmd before slurmd dies
     assert provoker.lose(oids[plain]) == "node1"
     running_lost: list[str] = []
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+
+        def both_ended() -> dict:  # type: ignore[type-arg]
             seen = {o.job_id: o for o in backend.dispatch_discover(list(oids)).objects}
             for obj in seen.values():
                 lost = obj.cause is not None and obj.cause.kind is CauseKind.NODE_LOST
                 if obj.phase is Phase.RUNNING and lost:
                     running_lost.append(obj.cause.detail)
-            if (
+            return seen
+
+        seen = eventually(
+            both_ended,
+            until=lambda seen: (
                 seen[plain].phase is Phase.ENDED
                 and seen[native].executions
                 and seen[native].executions[0].ended
-            ):
-                break
-            time.sleep(0.5)
+            ),
+            timeout=120,
+            interval=0.5,
+            what="the plain job ended and the native one's first execution ended",
+        )
         assert running_lost, "never saw a running job on a NOT_RESPONDING node"
         assert "sinfo: Node=" in running_lost[0] and "*" in running_lost[0]
         assert seen[plain].cause.kind is CauseKind.NODE_LOST
