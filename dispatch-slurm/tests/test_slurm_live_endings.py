@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from dispatch import CauseKind, Phase, Provenance
 from dispatch_slurm.backend import SlurmBackend
+from dispatch_slurm.version import release
 from dispatch_slurm_testing.cluster import cgroup_memory
 from dispatch_slurm_testing.provoke import CannotProvoke, Provocation, Provoker, wait_for
 
@@ -110,7 +111,9 @@ def test_batch_script_killed_by_sigkill_is_exit_137_not_launch_failure_S4(provok
     backend, p = _get(provoked, "signal")
     obj = _settled(backend, p, {Phase.ENDED})
     assert obj.cause.exit_code == 137
-    assert "JobLaunchFailure" in obj.cause.detail and "0:9" in obj.cause.detail
+    # the reason Slurm gives: FAIL_LAUNCH up to 22.05, FAIL_SIGNAL from 23.02
+    reason = "JobLaunchFailure" if backend.version() < release("23.02") else "RaisedSignal:9"
+    assert reason in obj.cause.detail and "0:9" in obj.cause.detail
 
 
 @pytest.mark.parametrize("name", ["oom_batch", "oom_step"])
@@ -131,7 +134,9 @@ def test_out_of_memory_in_batch_and_in_srun_step_S2(provoked, name: str) -> None
 def test_accepted_then_unable_to_start_is_launch_failed_S2(provoked) -> None:
     backend, p = _get(provoked, "launch_failed")
     obj = _settled(backend, p, {Phase.ENDED})
-    assert "JobLaunchFailure" in obj.cause.detail
+    # 0:53 either way; the reason is JobLaunchFailure up to 22.05, RaisedSignal:53 from 23.02
+    reason = "JobLaunchFailure" if backend.version() < release("23.02") else "RaisedSignal:53"
+    assert reason in obj.cause.detail and "0:53" in obj.cause.detail
 
 
 def test_refused_submission_raises_submit_refused_with_sbatch_words_verbatim_S2(provoked) -> None:

@@ -170,9 +170,13 @@ class Provoker:
         return Provocation(job_id, self.submit(job_id, 1, spec, False), CauseKind.OUT_OF_MEMORY)
 
     def launch_failed(self, job_id: str) -> Provocation:
-        """Accepted, then unable to open its output file: FAILED/JobLaunchFailure 0:53."""
+        """Accepted, then unable to open its output file: FAILED/JobLaunchFailure 0:53.
+
+        The output's directory is under a file (/dev/null), so no Slurm can create it:
+        26.05's slurmstepd creates a missing output directory (the jobs run as root
+        here), and a /nonexistent/... it made would be there for every later test."""
         spec = self.spec(("true",))
-        spec = spec.model_copy(update={"options": {"output": "/nonexistent/dispatch/%j.out"}})
+        spec = spec.model_copy(update={"options": {"output": "/dev/null/dispatch/%j.out"}})
         return Provocation(job_id, self.submit(job_id, 1, spec, False), CauseKind.LAUNCH_FAILED)
 
     def refused(self, job_id: str) -> Provocation:

@@ -345,6 +345,31 @@ TABLE: tuple[Row, ...] = (
         APP,
         "the batch script was killed by a signal (reported 0:N; exit code 128+N)",
         ("batch-killed-by-SIGKILL", "batch-killed-by-SIGTERM"),
+        versions=Versions(before=release("23.02")),
+    ),
+    Row(
+        ("FAILED",),
+        ("RaisedSignal:53*",),
+        "any",
+        E,
+        K.LAUNCH_FAILED,
+        SCH,
+        "Slurm could not start the batch script (bad output path): 0:53, which 22.05 "
+        "gave the reason JobLaunchFailure and 23.02 on RaisedSignal:53",
+        ("launch_failed",),
+        versions=Versions(since=release("23.02")),
+    ),
+    Row(
+        ("FAILED",),
+        ("RaisedSignal*", "None", ""),
+        "signal",
+        E,
+        K.NON_ZERO_EXIT,
+        APP,
+        "the batch script was killed by a signal (reported 0:N; exit code 128+N); the "
+        "reason is RaisedSignal:N(name) from 23.02, where 22.05 said JobLaunchFailure",
+        ("signal",),
+        versions=Versions(since=release("23.02")),
     ),
     Row(
         ("FAILED",),
