@@ -5,13 +5,13 @@ refused before anything is recorded, and ``dispatch logs`` prints what each node
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from dispatch_kubeflow_testing.emulator import Emulator
 from dispatch_testing.waiting import eventually
 
@@ -33,15 +33,18 @@ def dispatch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
     return subprocess.run([DISPATCH, *args], capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_dry_run_prints_the_trainjob_as_yaml_and_sends_nothing(
+def test_dry_run_prints_the_trainjob_and_its_runtime_copy_and_sends_nothing_S30(
     emulator: Emulator, env: dict[str, str]
 ) -> None:
-    done = dispatch(
-        env, "submit", "--backend", "kubeflow", "--dry-run", "--nodes", "2", "--", "echo", "hi"
-    )
+    args = ("submit", "--backend", "kubeflow", "--dry-run", "--nodes", "2")
+    shown = dispatch(env, *args, "--", "echo", "hi")
+    assert shown.returncode == 0, shown.stderr
+    assert "--- TrainJob ---" in shown.stdout and "--- runtime copy ---" in shown.stdout
+    done = dispatch(env, *args, "--json", "--", "echo", "hi")
     assert done.returncode == 0, done.stderr
-    start = done.stdout.index("apiVersion: trainer.kubeflow.org/v1alpha1")
-    manifest = yaml.safe_load(done.stdout[start:].split("\n--- ")[0])
+    parts = json.loads(done.stdout)["prepared"]["parts"]
+    manifest = parts["TrainJob"]
+    assert parts["runtime copy"]["metadata"]["name"] == manifest["metadata"]["name"]
     assert manifest["kind"] == "TrainJob" and manifest["spec"]["trainer"]["numNodes"] == 2
     assert manifest["spec"]["trainer"]["command"][-2:] == ["echo", "hi"]
     assert emulator.names() == []

@@ -12,7 +12,7 @@ from dispatch import JobSpec, Resources, SubmitRefused
 from dispatch.core.warning import EndWarning
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.config import KubeflowConfig
-from dispatch_kubeflow.manifest import build_trainjob, copy_note, runtime_copy
+from dispatch_kubeflow.manifest import build_trainjob, runtime_copy
 
 SOURCE: dict[str, Any] = {
     "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -207,25 +207,3 @@ def test_warning_without_the_copy_is_refused() -> None:
 def test_runtime_copy_setting_is_read_from_the_environment() -> None:
     assert KubeflowConfig.from_env({}).runtime_copy is True
     assert KubeflowConfig.from_env({"DISPATCH_KUBEFLOW_RUNTIME_COPY": "0"}).runtime_copy is False
-
-
-def test_dry_run_names_the_copy_and_its_warning_settings() -> None:
-    """S-46: the dry run cannot read the cluster's runtime, so it says in YAML comments
-    what the copy changes; the TrainJob document still parses to the body."""
-    spec = SPEC.model_copy(update={"warn": EndWarning(signal="USR1", before=timedelta(seconds=90))})
-    tj = build_trainjob(
-        KubeflowConfig(),
-        namespace="research",
-        job_id="job-7",
-        submission=1,
-        spec=spec,
-        gated=False,
-        replicated_jobs=["node"],
-    )
-    note = copy_note(tj, spec)
-    assert note.startswith(
-        f"# submit also creates TrainingRuntime research/{tj['metadata']['name']}"
-    )
-    assert "terminationGracePeriodSeconds 90" in note
-    assert "preStop 'kill -s USR1 1; sleep 90'" in note
-    assert all(line.startswith("#") for line in note.splitlines())
