@@ -4,7 +4,6 @@ job that checkpoints on the warning and exits 0 ending ``time-limit``, not ``suc
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +13,9 @@ from dispatch import Cause, CauseKind, JobSpec, Phase, Provenance, Resources
 from dispatch.warning_text import parse_warning
 from dispatch_slurm.backend import sbatch_argv
 from dispatch_slurm.launch import log_dir
+from dispatch_slurm.warning import checkpoint_dir
 from dispatch_slurm_testing.provoke import wait_for
+from dispatch_testing.waiting import eventually
 
 pytestmark = pytest.mark.live(server="slurm")
 
@@ -101,6 +102,11 @@ def test_a_job_preempted_twice_continues_its_step_count_S44(
         options={"partition": "low", "requeue": "yes", "output": f"{workdir}/%j.out"},
     )
     oid = backend.dispatch_submit(job, 1, spec, False)
+    step = checkpoint_dir(job, spec) / "step"
+
+    def steps() -> int:
+        return int(step.read_text() or 0) if step.exists() else 0
+
     try:
         for preemptions in (1, 2):
             wait_for(
@@ -111,7 +117,8 @@ def test_a_job_preempted_twice_continues_its_step_count_S44(
                 ),
                 timeout=120,
             )
-            time.sleep(3)  # let it make some steps
+            before = steps()  # the running execution started at or below it
+            eventually(lambda b=before: steps() > b, timeout=120, what="the execution makes a step")
             provoker.preempt({job: oid}, rerun_seconds=3)
         seen = wait_for(
             backend.dispatch_discover,
