@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from dispatch import Cause, CauseKind, Provenance, Unreachable
 from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.runner import Runner
 from dispatch_slurm_testing.cluster import STATE_DIR, start
+from dispatch_testing.waiting import eventually
 
 pytestmark = pytest.mark.live(server="slurm")
 
@@ -27,13 +27,15 @@ STOP = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail="live
 def _kill(pidfile: Path) -> None:
     pid = int(pidfile.read_text().strip())
     os.kill(pid, signal.SIGTERM)
-    for _ in range(100):
+
+    def stopped() -> bool:  # gone, or a zombie its parent has not reaped yet
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"pid {pid} from {pidfile} did not stop")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return True
+        return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+    eventually(stopped, timeout=30, interval=0.1, what=f"pid {pid} from {pidfile} stops")
 
 
 def _restart() -> None:
