@@ -73,6 +73,7 @@ FEED_PAGE = 20_000
 
 
 _JOB_ID = attrgetter("job_id")
+_BACKEND = attrgetter("backend")
 
 
 def _by_job(objects: tuple[ObjectView, ...]) -> dict[str, tuple[ObjectView, ...]]:
@@ -343,15 +344,21 @@ class Supervisor:
         job's lease, taken for that append only and released at once; a job whose lease
         another supervisor holds (its submitter's, presumably) gets no notice.
         """
-        runs_as_caller: dict[str, bool] = {}
+        jobs = self._jobs
+        callers = {
+            name
+            for name in set(map(_BACKEND, map(jobs.__getitem__, active)))
+            if self._runs_as_caller(name)
+        }
+        if not callers:  # no backend here runs commands as the caller: nothing to check
+            return active
         own: list[str] = []
         notices: list[str] = []
         for job_id in active:
-            job = self._jobs[job_id]
-            caller = runs_as_caller.get(job.backend)
-            if caller is None:
-                caller = runs_as_caller[job.backend] = self._runs_as_caller(job.backend)
-            why = refusal(job, uid=self.uid, runs_as_caller=caller) if caller else None
+            job = jobs[job_id]
+            why = (
+                refusal(job, uid=self.uid, runs_as_caller=True) if job.backend in callers else None
+            )
             if why is None:
                 own.append(job_id)
                 continue

@@ -278,7 +278,7 @@ def test_a_root_supervisor_never_runs_another_users_local_job_S51(world: World) 
     assert why in shown.stdout and "state     pending" in shown.stdout
     listed = world.dispatch_as("root", "dispatch_sup", "list")
     assert listed.returncode == 0, listed.stderr
-    assert f"[{why}]" in listed.stdout
+    assert why in listed.stdout
 
     # Its submitter's own supervisor runs it, as its submitter.
     ran = world.dispatch_as("dispatch-ann", "dispatch_alice", "supervise", "--once")
