@@ -20,9 +20,8 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -34,6 +33,7 @@ from dispatch.job_records import load_job
 from dispatch.model.events import Identity
 from dispatch.store.postgres import PostgresStore
 from dispatch.supervisor import Supervisor
+from dispatch_testing.waiting import eventually
 from psycopg import sql
 
 REPO = Path(__file__).resolve().parents[3]
@@ -48,18 +48,6 @@ def _tool(name: str) -> str:
     if found is None:
         pytest.fail(f"{name} is not installed: it is needed to act as a second user")
     return found
-
-
-def eventually(check: Callable[[], object], what: str, timeout: float = DEADLINE) -> object:
-    """Wait for ``check()`` to be truthy, up to a generous deadline."""
-    end = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() >= end:
-            pytest.fail(f"waited {timeout:g} s for {what}")
-        time.sleep(0.1)
 
 
 def _require_root() -> None:
@@ -283,7 +271,11 @@ def test_a_root_supervisor_never_runs_another_users_local_job_S51(world: World) 
     # Its submitter's own supervisor runs it, as its submitter.
     ran = world.dispatch_as("dispatch-ann", "dispatch_alice", "supervise", "--once")
     assert ran.returncode == 0, ran.stderr
-    eventually(lambda: marker.exists() and marker.read_text().strip(), "the job to run as ann")
+    eventually(
+        lambda: marker.exists() and marker.read_text().strip(),
+        timeout=DEADLINE,
+        what="the job to run as ann",
+    )
     assert marker.read_text().strip() == str(ann)
 
 
@@ -295,7 +287,15 @@ def test_a_cancel_by_another_user_sharing_the_role_commits_nothing_that_did_not_
     job_id = world.submit_as("dispatch-ann", f"echo $$ > {pidfile}; exec sleep 300")
     ran = world.dispatch_as("dispatch-ann", "dispatch_alice", "supervise", "--once")
     assert ran.returncode == 0, ran.stderr
-    pid = int(str(eventually(lambda: pidfile.exists() and pidfile.read_text().strip(), "pid")))
+    pid = int(
+        str(
+            eventually(
+                lambda: pidfile.exists() and pidfile.read_text().strip(),
+                timeout=DEADLINE,
+                what="pid",
+            )
+        )
+    )
     world.pids.append(pid)
     with PostgresStore(world.url("dispatch_sup")) as store:
         (object_id,) = [s.object_id for s in load_job(store, job_id).submissions]
@@ -355,9 +355,11 @@ def test_a_cancel_by_another_user_sharing_the_role_commits_nothing_that_did_not_
         world.dispatch_as("dispatch-ann", "dispatch_alice", "supervise", "--once")
         return None
 
-    final = eventually(cancelled, "the cancel to be carried out by ann's supervisor")
+    final = eventually(
+        cancelled, timeout=DEADLINE, what="the cancel to be carried out by ann's supervisor"
+    )
     assert isinstance(final, dict)
-    eventually(lambda: not _alive(pid), "the command to end")
+    eventually(lambda: not _alive(pid), timeout=DEADLINE, what="the command to end")
     history = world.dispatch_as("root", "dispatch_sup", "history", job_id)
     who = f"root (uid {ben}, role dispatch_alice)"
     assert f"cancelled by {who}" in history.stdout and f"by {who}" in history.stdout
