@@ -7,11 +7,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from dispatch_slurm_testing.provoke import Provoker
+from dispatch_testing.waiting import NotYet, eventually
 
 pytestmark = pytest.mark.live(server="slurm")
 
@@ -80,10 +80,16 @@ def test_cli_resubmits_a_preempted_slurm_job_until_it_succeeds_S13_S16(
     proc = _submit(tmp_path, provoker.workdir, policy, "sleep", "15")
     job_id = proc.stdout.readline().strip()
     assert job_id, proc.stderr.read()
-    deadline = time.monotonic() + 90
-    while not (running := _running_objects(provoker, job_id)):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.5)
+
+    def running_objects() -> list[str]:
+        assert proc.poll() is None, proc.communicate()
+        return _running_objects(provoker, job_id)
+
+    try:
+        running = eventually(running_objects, timeout=90, interval=0.5, what=f"{job_id} running")
+    except NotYet:
+        proc.kill()
+        raise
     preemptor = provoker.preempt({job_id: running[0]})
     try:
         out, err = proc.communicate(timeout=240)

@@ -6,13 +6,13 @@ command's own status, not the interrupted wait's."""
 from __future__ import annotations
 
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 from dispatch import Cause, CauseKind, JobSpec, Phase, Provenance, Resources
 from dispatch_slurm_testing.provoke import wait_for
+from dispatch_testing.waiting import eventually
 
 pytestmark = pytest.mark.live(server="slurm")
 
@@ -44,10 +44,12 @@ def test_sigterm_reaches_the_command_and_its_own_status_ends_the_job_S45(
     )
     oid = backend.dispatch_submit(job, 1, spec, False)
     try:
-        deadline = time.monotonic() + 120
-        while not (out.exists() and out.read_text().count("started") == 2):
-            assert time.monotonic() < deadline, "the two ranks never started"
-            time.sleep(0.5)
+        eventually(
+            lambda: out.exists() and out.read_text().count("started") == 2,
+            timeout=120,
+            interval=0.5,
+            what="the two ranks started",
+        )
         subprocess.run(["scancel", "--signal=TERM", oid], check=True, timeout=30)
         seen = wait_for(
             backend.dispatch_discover,

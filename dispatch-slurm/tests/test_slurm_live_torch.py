@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from dispatch import CauseKind, Launcher, Phase, Resources
 from dispatch_slurm.launch import log_dir
 from dispatch_slurm_testing.cluster import ClusterError, torch_python
 from dispatch_slurm_testing.provoke import wait_for
+from dispatch_testing.waiting import eventually
 
 pytestmark = pytest.mark.live(server="slurm")
 
@@ -123,10 +123,12 @@ def test_torchrun_with_a_node_lost_or_frozen_names_that_node_S42(
     spec = spec.model_copy(update={"launcher": Launcher.TORCHRUN, "env": {"OMP_NUM_THREADS": "1"}})
     oid = backend.dispatch_submit(job, 1, spec, False)
     try:
-        deadline = time.monotonic() + 180
-        while "all_reduce=3" not in "".join(p.read_text() for p in log_dir(job, 1).glob("node*")):
-            assert time.monotonic() < deadline, "the training never started"
-            time.sleep(1)
+        eventually(
+            lambda: "all_reduce=3" in "".join(p.read_text() for p in log_dir(job, 1).glob("node*")),
+            timeout=180,
+            interval=1,
+            what="the training started (all_reduce=3 in the logs)",
+        )
         assert provoker.lose(oid, which=-1, how=how) == "node4"
         obj = wait_for(
             backend.dispatch_discover, [job], lambda s: s[job].phase is Phase.ENDED, timeout=120
