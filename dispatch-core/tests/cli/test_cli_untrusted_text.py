@@ -21,6 +21,8 @@ EVIL = (
     "\x1b[2J\x1b]0;pwned\x07\rtrain\nj0123456789ab  2026-01-01 00:00:00  local      "
     "succeeded  forged\u202eevil\x9b31m"
 )
+#: Short enough to be shown whole: a newline, then what a line of `list` looks like.
+FORGER = "t\nj0123456789ab ok"
 RAW = ("\x1b", "\x07", "\r", "\x9b", "\u202e")
 
 
@@ -49,15 +51,20 @@ def test_escaped_makes_every_control_character_visible() -> None:
 
 def test_list_status_and_dry_run_show_a_name_escaped(sh: Shell) -> None:
     job = run_safe(sh, "submit", "--name", EVIL, "--", "true").stdout.splitlines()[0]
+    short = run_safe(sh, "submit", "--name", FORGER, "--", "true").stdout.splitlines()[0]
     listed = run_safe(sh, "list").stdout
-    assert listed.count("\n") == 1, listed  # one job, one line: the newline forged none
-    assert escaped(EVIL) in listed
+    # one job, one line: the newline in a name forged no line of another job
+    rows = [line for line in listed.splitlines() if line.startswith(("j", "\\"))]
+    assert sorted(row.split()[0] for row in rows) == sorted([job, short]), listed
+    assert "\\x1b[2J\\x1b]0;pwned\\x07\\r" in listed  # the name, escaped (maybe cut short)
+    assert escaped(FORGER) in listed
     shown = run_safe(sh, "status", job).stdout
     assert f"({escaped(EVIL)})" in shown
     dry = run_safe(sh, "submit", "--dry-run", "--name", EVIL, "--", "true").stdout
     assert escaped(EVIL) in dry
     # --json carries the name itself, as valid JSON
-    assert [row["name"] for row in sh.json("list")] == [EVIL]  # type: ignore[union-attr,index]
+    names = {row["name"] for row in sh.json("list")}  # type: ignore[union-attr,index]
+    assert names == {EVIL, FORGER}
     assert sh.json("status", job)["name"] == EVIL  # type: ignore[index]
 
 
