@@ -553,12 +553,15 @@ class Client:
     ) -> TickReport:
         """Run the supervisor on every active job (what ``dispatch supervise`` runs) until
         ``stop`` is set; ``once``: one tick. Every supervisor a client makes tells its
-        notifier after each tick."""
+        notifier after each tick. Each tick records this supervisor's beat (host, pid, last
+        tick) so ``status`` says who watches a job; a loop that ends records its stop."""
         from dispatch import units
+        from dispatch.supervising import Heartbeat
 
         interval = units.seconds(interval, "interval")
-        ttl = timedelta(seconds=units.seconds(lease, "lease"))
-        supervisor = self.supervisor(lease_ttl=ttl)
+        seconds = units.seconds(lease, "lease")
+        beat = Heartbeat(self.store, interval=interval, lease=seconds)
+        supervisor = self.supervisor(lease_ttl=timedelta(seconds=seconds), heartbeat=beat)
 
         try:
             if once:
@@ -569,6 +572,8 @@ class Client:
             return supervisor.run(interval=interval, stop=stop, on_tick=on_tick)
         finally:
             supervisor.release()
+            if not once:
+                beat.stopped()
 
     def request(self, job_id: str, make: Callable[[Job], list[Any]], done: str) -> Status:
         """Append what a person asked, then run one supervisor tick on the job so it

@@ -65,6 +65,7 @@ from dispatch.store.codec import collector_paused
 
 if TYPE_CHECKING:
     from dispatch.notify import Notifier
+    from dispatch.supervising import Heartbeat
 
 log = logging.getLogger("dispatch.supervisor")
 
@@ -146,6 +147,7 @@ class Supervisor:
         notifier: Notifier | None = None,
         reuse_decisions: bool = True,
         uid: int | None = None,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         self.store = store
         self._notifier = notifier  # told after each tick; it delivers in its own thread
@@ -168,6 +170,9 @@ class Supervisor:
         self._quiet: dict[str, _Quiet] = {}
         self.uid = os.getuid() if uid is None else uid
         self._identity: Identity | None = None
+        #: Records this supervisor's beat once per tick, so ``status`` says who watches a
+        #: job; None for the one tick a command runs on its own job.
+        self.heartbeat = heartbeat
 
     # ------------------------------------------------------------------ record
     def _refresh(self) -> None:
@@ -229,6 +234,8 @@ class Supervisor:
         # decisions) are freed by their reference counts; it runs between ticks.
         with collector_paused(freeze_over=None):
             report = self._tick(now)
+        if self.heartbeat is not None:
+            self.heartbeat.tick(report.at)  # one small write; a failure is logged, not raised
         if self._notifier is not None:
             self._notifier.poke()  # returns at once: a hook never delays or fails a tick
         return report

@@ -110,7 +110,7 @@ def _run(
     import signal
     import threading
 
-    from dispatch.supervising import Detached, Heartbeat
+    from dispatch.supervising import Detached, owner_name
 
     held: tuple[Detached, int] | None = None
     if pid_file is not None:
@@ -120,10 +120,9 @@ def _run(
         held = (detached, detached.hold())
     stop = threading.Event()
     unreachable: list[str] = []
-    heartbeat = Heartbeat(c.store, interval=interval, lease=lease_seconds)
+    owner = owner_name()
 
     def report_tick(report: TickReport) -> None:
-        heartbeat.tick(report.at)
         unreachable[:] = sorted(report.unreachable)
         if held is not None and not _eventful(report):
             return  # a detached supervisor's log keeps what happened, not every quiet tick
@@ -137,7 +136,7 @@ def _run(
             signal.signal(sig, lambda *_: stop.set())
     if held is not None:
         click.echo(
-            f"supervisor {heartbeat.owner} started for {c.store.location} "
+            f"supervisor {owner} started for {c.store.location} "
             f"(interval {interval:g} s, lease {lease_seconds:g} s)",
             err=True,
         )
@@ -146,10 +145,8 @@ def _run(
             once=once, interval=interval, lease=lease_seconds, stop=stop, on_tick=report_tick
         )
     finally:
-        if not once:
-            heartbeat.stopped()
         if held is not None:
-            click.echo(f"supervisor {heartbeat.owner} stopped", err=True)
+            click.echo(f"supervisor {owner} stopped", err=True)
             held[0].release(held[1])
     if once and unreachable:
         # the tick ran (leases released) but could not ask every backend: exit 3, as
