@@ -150,9 +150,13 @@ class _Escaping:
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        from dispatch.cli.render import escaped
+        shown = text
+        if not text.replace("\n", "").replace("\t", "").isprintable():
+            # (plain text, such as --help, needs neither the rendering layer nor its imports)
+            from dispatch.cli.render import escaped
 
-        self._inner.write(escaped(text, lines=True))
+            shown = escaped(text, lines=True)
+        self._inner.write(shown)
         return len(text)
 
     def __getattr__(self, name: str) -> Any:
