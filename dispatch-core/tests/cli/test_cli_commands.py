@@ -123,7 +123,7 @@ def test_give_up_a_job_shown_held_not_yet_committed_S14(sh: Shell) -> None:
     """A regression: status said `held (not yet committed)` while give-up said "not held"."""
     policy = sh.write("p.toml", HOLD_ON_EXIT)
     job = sh.run("submit", "--policy", str(policy), "--", "sh", "-c", "exit 4").stdout.strip()
-    sh.run("supervise", "--once")  # submitted; nobody commits its ending
+    # submitted by submit itself; no supervisor runs, so nobody commits its ending
     shown = eventually(
         lambda: sh.json("status", job),
         until=lambda shown: shown["state"] == "held",  # type: ignore[index]

@@ -44,7 +44,10 @@ def test_supervisor_killed_at_each_step_loses_nothing_S34(
     )
     policy = machine.root / "p.toml"
     policy.write_text('[[rule]]\non = ["non-zero-exit"]\naction = "resubmit"\nbudget = 2\n')
-    job = machine.run("submit", "--policy", str(policy), "--", "sh", str(script)).stdout.strip()
+    # recorded only, so the first submission is a crashing supervisor's too
+    job = machine.run(
+        "submit", "--no-start", "--policy", str(policy), "--", "sh", str(script)
+    ).stdout.strip()
 
     crashes = 0
     status: dict[str, Any] = {}
@@ -73,3 +76,22 @@ def test_supervisor_killed_at_each_step_loses_nothing_S34(
     assert runs.read_text() == "run\nrun\n"  # the command ran once per submission
     started = list(machine.local.glob("objects/local-*/started.json"))
     assert len(started) == 2, started
+
+
+@pytest.mark.parametrize("step", ON_THE_PATH)
+def test_submit_killed_while_it_submits_leaves_the_id_and_no_second_object_S34(
+    machine: Machine, step: str
+) -> None:
+    """``dispatch submit`` makes the first submission itself, on the supervisor's path: killed
+    at any step of it, the person still has the job id, the record has the job, and a
+    supervisor ticking while the dead submit's lease holds makes no second object."""
+    runs = machine.root / "runs"
+    out = machine.run("submit", "--", "sh", "-c", f"echo run >> {runs}", crash=[step])
+    assert out.returncode == -9, out  # it died at the step
+    job = out.stdout.split()[0]
+    assert machine.json("status", job)["job_id"] == job
+    assert machine.run("supervise", "--once").returncode == 0
+    subs = machine.json("status", job)["submissions"]
+    assert len(subs) <= 1 and all(len(s["objects"]) <= 1 for s in subs), subs
+    objects = list(machine.local.glob("objects/local-*"))
+    assert len(objects) <= 1, objects

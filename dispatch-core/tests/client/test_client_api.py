@@ -129,7 +129,7 @@ def test_deferred_when_the_scheduler_is_unreachable_S5(client: Client, tmp_path:
 
 
 def test_supervise_once_then_follow_the_logs_S46(client: Client) -> None:
-    job = client.submit(["sh", "-c", "echo a; sleep 0.5; echo b >&2; echo c"])
+    job = client.submit(["sh", "-c", "echo a; sleep 0.5; echo b >&2; echo c"], start=False)
     report = client.supervise(once=True)
     assert report.submitted == 1
     out = b"".join(c.data for c in job.logs(follow=True, interval=0.2))
@@ -185,3 +185,17 @@ def test_the_keywords_of_a_job_are_defined_once(client: Client) -> None:
         assert not defined & set(params), f"{method.__name__} spells a job keyword out again"
     with pytest.raises(TypeError, match="colour"):
         client.spec(["true"], colour="red")  # type: ignore[call-arg]
+
+
+def test_submit_makes_the_first_submission_without_a_supervisor_S28(client: Client) -> None:
+    """Only recovery needs a supervisor: the object exists as soon as submit returns."""
+    job = client.submit(["true"])
+    record = job.record()
+    assert record.current is not None and record.current.object_id is not None
+    assert client.supervise(once=True).submitted == 0  # nothing left for a supervisor
+
+
+def test_submit_with_start_false_records_only(client: Client) -> None:
+    job = client.submit(["true"], start=False)
+    assert job.record().submissions == ()
+    assert client.supervise(once=True).submitted == 1
