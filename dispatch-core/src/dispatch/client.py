@@ -381,22 +381,31 @@ class Client:
         *,
         backend: str | None = None,
         policy: PolicyArg = None,
+        start: bool = True,
         **fields: Unpack[SpecFields],
     ) -> JobHandle:
         """Record a new job and submit it now; a supervisor recovers it (:meth:`start`).
+        ``start=False`` records it only, for a supervisor to submit.
 
         :param command: argv (never a shell string), or give ``script``/``script_file``.
         :param policy: a :class:`dispatch.RecoveryPolicy` or a policy file's path.
         :param fields: the rest of the job, as :class:`SpecFields` says (see :meth:`spec`).
         :raises BadInput: anything the core or the backend refuses; nothing is recorded.
         """
-        return self.submit_spec(self.spec(command, **fields), backend=backend, policy=policy)
+        return self.submit_spec(
+            self.spec(command, **fields), backend=backend, policy=policy, start=start
+        )
 
     def submit_spec(
-        self, spec: JobSpec, *, backend: str | None = None, policy: PolicyArg = None
+        self,
+        spec: JobSpec,
+        *,
+        backend: str | None = None,
+        policy: PolicyArg = None,
+        start: bool = True,
     ) -> JobHandle:
         """Record a job from a ready :class:`dispatch.JobSpec` (see :meth:`spec`) and make
-        its first submission now (see :meth:`start`)."""
+        its first submission now (see :meth:`start`), unless ``start`` is False."""
         from dispatch.job_records import create_job
 
         backend_name, plan = self._prepare(backend, policy, spec)
@@ -408,7 +417,8 @@ class Client:
             policy=plan.policy,
             actor=self.actor,
         )
-        self.start(job_id)
+        if start:
+            self.start(job_id)
         return JobHandle(self, job_id)
 
     def start(self, job_id: str) -> TickReport:

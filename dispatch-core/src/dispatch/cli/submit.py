@@ -76,6 +76,12 @@ _COUNT = click.IntRange(min=1, max=1_000_000)
     help="Write a job file (TOML) from the job file and flags given, checked as a submit "
     "is; submit nothing (with --dry-run: also show what would be sent).",
 )
+@click.option(
+    "--no-start",
+    is_flag=True,
+    help="Record the job only; a supervisor makes its first submission (from a host that "
+    "cannot reach the scheduler, say).",
+)
 @click.option("--wait", is_flag=True, help="Supervise here until the job ends or is held.")
 @seconds_option("--interval", 2.0, "Seconds between checks with --wait.")
 @click.argument("command", nargs=-1)
@@ -103,6 +109,7 @@ def submit(
     options: tuple[str, ...],
     dry_run: bool,
     save: Path | None,
+    no_start: bool,
     wait: bool,
     interval: float,
     command: tuple[str, ...],
@@ -156,26 +163,29 @@ def submit(
             f"{bound.declarations.name}; its causes will fail the job",
             err=True,
         )
-    handle = client.submit_spec(spec, backend=bound.declarations.name, policy=bound.policy)
-    sent = first_submission(client, handle.job_id)
-    if not wait:
-        if as_json:
-            emit_json(
-                {
-                    "job_id": handle.job_id,
-                    "object_id": sent.object_id,
-                    "submitted": sent.line,
-                    "uncovered": sorted(k.value for k in bound.uncovered),
-                }
-            )
-        else:
-            click.echo(handle.job_id)
-            click.echo(escaped(sent.line), err=True)
-        return
+    handle = client.submit_spec(
+        spec, backend=bound.declarations.name, policy=bound.policy, start=False
+    )
     if not as_json:
+        # the id before the scheduler is asked: whatever happens then, the person has it
         click.echo(handle.job_id)
+    start = not params["no_start"]
+    if start:
+        client.start(handle.job_id)
+    sent = first_submission(client, handle.job_id, started=start)
+    if as_json and not wait:
+        emit_json(
+            {
+                "job_id": handle.job_id,
+                "object_id": sent.object_id,
+                "submitted": sent.line,
+                "uncovered": sorted(k.value for k in bound.uncovered),
+            }
+        )
+    if not as_json:
         click.echo(escaped(sent.line), err=True)
-    follow(handle, interval, as_json)
+    if wait:
+        follow(handle, interval, as_json)
 
 
 def _params(ctx: click.Context) -> dict[str, Any]:
@@ -354,12 +364,16 @@ class FirstSubmission:
     line: str
 
 
-def first_submission(client: Client, job_id: str) -> FirstSubmission:
+def first_submission(client: Client, job_id: str, started: bool = True) -> FirstSubmission:
     """What became of the submission made at submit, from the record: the scheduler's id,
     its refusal, or why it waits for a supervisor (so a person is never left guessing)."""
     from dispatch.job_records import load_job
 
     job = load_job(client.store, job_id)
+    if not started:
+        return FirstSubmission(
+            None, "recorded only (--no-start): `dispatch supervise` makes its first submission"
+        )
     current = job.current
     if current is not None and current.object_id is not None:
         return FirstSubmission(
