@@ -1,0 +1,142 @@
+"""Cold start as a person meets it: a fresh ``dispatch supervise --once`` process over a
+real record of many active jobs (read, decode, fold, lease, ask the backend, decide).
+
+The record is built once per store: one job is run for real by the CLI on the local
+backend (its first six submissions exit 1 and are resubmitted by the policy, the seventh
+reaches its time limit and is held: 22 events, an active job), and its events are copied
+under fresh job ids. Then each run is a new process, as after a restart; its CPU
+time (user+sys of the child) is printed beside its wall time, with the load average.
+
+Targets: <= 2 s CPU at 10,000 jobs and <= 10 s CPU at 50,000, on SQLite and PostgreSQL.
+``--profile`` runs one more process under cProfile and prints where its CPU time went.
+
+Run: python benchmarks/cold_start.py [--jobs 10000 50000] [--runs 3]
+     [--store sqlite postgres] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dispatch.store import open_store
+from scale_commands import DISPATCH, _clone, _env, _store_url
+
+TARGET_S = {10_000: 2.0, 50_000: 10.0}
+
+POLICY = """\
+[[rule]]
+on = ["non-zero-exit"]
+action = "resubmit"
+budget = 6
+
+[[rule]]
+on = ["time-limit"]
+action = "hold"
+"""
+COMMAND = 'if [ "$DISPATCH_SUBMISSION" -le 6 ]; then exit 1; fi; sleep 60'
+
+
+def _template(store_url: str, state: Path) -> str:
+    """A real held job with six recoveries behind it."""
+    policy = state / "policy.toml"
+    policy.write_text(POLICY)
+    out = subprocess.run(
+        [
+            *(DISPATCH, "submit", "--policy", str(policy), "--time", "1", "--wait"),
+            *("--interval", "0.2", "--", "sh", "-c", COMMAND),
+        ],
+        env=_env(store_url, state),
+        capture_output=True,
+        text=True,
+        check=False,  # --wait exits non-zero for a held job, which is what we want here
+    )
+    if "held" not in out.stdout:
+        raise SystemExit(f"the template job was not held:\n{out.stdout}\n{out.stderr}")
+    return out.stdout.split()[0]
+
+
+def _once(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    out = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} exited {out.returncode}:\n{out.stderr}")
+    return wall, cpu, out.stdout
+
+
+def run(kind: str, jobs: int, runs: int, profile: bool) -> None:
+    root = Path(tempfile.mkdtemp(prefix="dispatch-cold-"))
+    root.chmod(0o700)
+    url = _store_url(kind, root)
+    template = _template(url, root)
+    events = open_store(url).read(template)
+    t = time.perf_counter()
+    _clone(url, events, jobs - 1, "c")
+    env = _env(url, root)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as on a user's machine
+    print(
+        f"{kind}: {jobs} held jobs x {len(events)} events built in {time.perf_counter() - t:.1f} s"
+    )
+    supervise = [DISPATCH, "supervise", "--once", "--json"]
+    walls, cpus = [], []
+    for n in range(runs):
+        load = os.getloadavg()[0]
+        wall, cpu, out = _once(supervise, env)
+        report = json.loads(out)
+        walls.append(wall)
+        cpus.append(cpu)
+        print(
+            f"  run {n + 1}: CPU {cpu:6.2f} s  wall {wall:6.2f} s  load average {load:.1f}  "
+            f"(active={report['active']} leased={report['leased']} "
+            f"decided={report['decided']} appended={report['appended']})"
+        )
+    target = TARGET_S.get(jobs)
+    cpu = statistics.median(cpus)
+    verdict = (
+        ""
+        if target is None
+        else f"  target <= {target:.0f} s CPU: " + ("met" if cpu <= target else "MISSED")
+    )
+    print(
+        f"  median of {runs}: CPU {cpu:.2f} s (min {min(cpus):.2f})  "
+        f"wall {statistics.median(walls):.2f} s{verdict}"
+    )
+    if profile:
+        out_file = root / "cold.prof"
+        _once([sys.executable, "-m", "cProfile", "-o", str(out_file), *supervise], env)
+        text = io.StringIO()
+        stats = pstats.Stats(str(out_file), stream=text)
+        stats.sort_stats("cumulative").print_stats(30)
+        stats.sort_stats("tottime").print_stats(20)
+        print(text.getvalue())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, nargs="+", default=[10_000, 50_000])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--store", nargs="+", choices=("sqlite", "postgres"), default=["sqlite"])
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    for kind in args.store:
+        for jobs in args.jobs:
+            run(kind, jobs, args.runs, args.profile)
+
+
+if __name__ == "__main__":
+    main()
