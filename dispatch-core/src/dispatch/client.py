@@ -627,10 +627,9 @@ class Client:
         shows, e.g. ``held (not yet committed)``), with the events that commit it first;
         on the record alone when the scheduler cannot be asked."""
         from dispatch.core.projection import look_ahead
-        from dispatch.core.submitters import refusal
+        from dispatch.job_records import submitter_refusal
 
-        caller = self.registry.get(job.backend).declarations.runs_as_caller
-        if refusal(job, uid=os.getuid(), runs_as_caller=caller) is not None:
+        if submitter_refusal(self.store, self.registry, job) is not None:
             return make(job)  # its objects are not ours to look at (S-51): the record alone
         try:
             discovery = self.registry.get(job.backend).discover([job.job_id])

@@ -158,8 +158,8 @@ def status_of(
     name = job.backend if job is not None else backend
     if name is None:
         raise BadInput("without a record, say which backend to ask: --backend NAME")
-    if job is not None:
-        mine = _not_ours(registry, job, now)
+    if job is not None and store is not None:
+        mine = _not_ours(store, registry, job, now)
         if mine is not None:
             return mine
     discovery = registry.get(name).discover([job_id])
@@ -182,19 +182,33 @@ def with_supervision(store: RecordStore, status: Status, now: datetime | None = 
     return status.model_copy(update={"supervisor": watch})
 
 
-def _not_ours(registry: Registry, job: Job, now: datetime | None) -> Status | None:
+def submitter_refusal(store: RecordStore, registry: Registry, job: Job) -> str | None:
+    """Why this process may not act on ``job``'s objects (S-51,
+    :func:`dispatch.core.submitters.refusal`, given this process's uid, its database role
+    and the role the database says created the job), or None."""
+    from dispatch.core.submitters import refusal
+
+    caller = registry.get(job.backend).declarations.runs_as_caller
+    if not caller:
+        return None
+    role = store.role()
+    owner = store.job_owners([job.job_id]).get(job.job_id) if role is not None else None
+    return refusal(job, uid=os.getuid(), runs_as_caller=True, role=role, owner_role=owner)
+
+
+def _not_ours(
+    store: RecordStore, registry: Registry, job: Job, now: datetime | None
+) -> Status | None:
     """The Status of another user's job on a backend that runs commands as their
     submitter (S-51), None for a job of this process's uid. Its objects are not this
     process's to look at (they live in the submitter's state directory), so nobody asks
     for them: a job with no object recorded yet, or finished, is shown from its record;
     otherwise there is nothing true to show here, and the error says whose objects they
     are."""
-    from dispatch.core.submitters import refusal
     from dispatch.model.discovery import Discovery
     from dispatch.model.errors import Unreachable
 
-    caller = registry.get(job.backend).declarations.runs_as_caller
-    why = refusal(job, uid=os.getuid(), runs_as_caller=caller)
+    why = submitter_refusal(store, registry, job)
     if why is None:
         return None
     now = now or utc_now()

@@ -170,6 +170,8 @@ class Supervisor:
         self._quiet: dict[str, _Quiet] = {}
         self.uid = os.getuid() if uid is None else uid
         self._identity: Identity | None = None
+        #: The database role that created each job (never changes), where the store has roles.
+        self._owners: dict[str, str] = {}
         #: Records this supervisor's beat once per tick, so ``status`` says who watches a
         #: job; None for the one tick a command runs on its own job.
         self.heartbeat = heartbeat
@@ -347,9 +349,10 @@ class Supervisor:
     def _own(self, active: list[str], now: datetime, report: TickReport) -> list[str]:
         """The active jobs this supervisor may act on (S-51, :mod:`dispatch.core.submitters`).
 
-        The others are named in ``report.refused``. Their reason is recorded once, under the
-        job's lease, taken for that append only and released at once; a job whose lease
-        another supervisor holds (its submitter's, presumably) gets no notice.
+        On a store with roles, the role that created each job is the database's fact, read
+        once per job. The others are named in ``report.refused``. Their reason is recorded
+        once, under the job's lease, taken for that append only and released at once; a job
+        whose lease another supervisor holds (its submitter's, presumably) gets no notice.
         """
         jobs = self._jobs
         callers = {
@@ -359,12 +362,26 @@ class Supervisor:
         }
         if not callers:  # no backend here runs commands as the caller: nothing to check
             return active
+        role = self.store.role()
+        owners = self._owners
+        if role is not None:  # the database's own fact: which role created each job
+            unknown = [j for j in active if j not in owners and jobs[j].backend in callers]
+            if unknown:
+                owners.update(self.store.job_owners(unknown))
         own: list[str] = []
         notices: list[str] = []
         for job_id in active:
             job = jobs[job_id]
             why = (
-                refusal(job, uid=self.uid, runs_as_caller=True) if job.backend in callers else None
+                refusal(
+                    job,
+                    uid=self.uid,
+                    runs_as_caller=True,
+                    role=role,
+                    owner_role=owners.get(job_id),
+                )
+                if job.backend in callers
+                else None
             )
             if why is None:
                 own.append(job_id)

@@ -174,16 +174,17 @@ class World:
             user, role, "from dispatch.cli.main import main; main()", *args, **extra
         )
 
-    def submit_as(self, user: str, command: str) -> str:
+    def submit_as(self, user: str, command: str, claim: str = "None") -> str:
         """Record a local job as ``user`` without starting it (what a submit leaves when
-        its own first tick did not happen): a supervisor is to run it."""
+        its own first tick did not happen): a supervisor is to run it. ``claim``: the
+        ``Identity`` the job's record says submitted it (default: the process's own)."""
         code = (
-            "import sys; from dispatch import RecoveryPolicy, JobSpec, Registry;"
+            "import sys; from dispatch import Identity, RecoveryPolicy, JobSpec, Registry;"
             "from dispatch.store import open_store; from dispatch.job_records import create_job;"
             "store = open_store();"
             "print(create_job(store, Registry.from_entry_points(), backend='local',"
             " spec=JobSpec(command=('sh', '-c', sys.argv[1])), policy=RecoveryPolicy(),"
-            " actor='ann'))"
+            f" actor='ann', by={claim}))"
         )
         done = self.python_as(user, "dispatch_alice", code, command)
         assert done.returncode == 0, done.stderr
@@ -277,6 +278,32 @@ def test_a_root_supervisor_never_runs_another_users_local_job_S51(world: World) 
         what="the job to run as ann",
     )
     assert marker.read_text().strip() == str(ann)
+
+
+def test_a_job_whose_record_claims_roots_uid_is_not_run_for_another_role_S51(
+    world: World,
+) -> None:
+    """The uid in a record is what the submitting process said; the role that created the
+    job is the database's own fact. Ann writes a job claiming uid 0 and the supervisor's
+    role: the root supervisor still refuses it, for the role that created it."""
+    marker = world.home("dispatch-ann") / "ran"
+    job_id = world.submit_as(
+        "dispatch-ann", f"id -u > {marker}", claim="Identity(uid=0, role='dispatch_sup')"
+    )
+    supervisor = _root_supervisor(world)
+    try:
+        report = supervisor.tick()
+        events = supervisor.store.read(job_id)
+    finally:
+        supervisor.release()
+        supervisor.store.close()
+    assert report.refused == {
+        job_id: "created by database role dispatch_alice; this supervisor connects as "
+        "dispatch_sup and runs local jobs only for the role that created them: run "
+        "`dispatch supervise` as their submitter, with that role"
+    }
+    assert report.submitted == 0 and not marker.exists()
+    assert [e.type for e in events] == ["job-created", "escalation-raised"]
 
 
 def test_a_cancel_by_another_user_sharing_the_role_commits_nothing_that_did_not_happen_S51(

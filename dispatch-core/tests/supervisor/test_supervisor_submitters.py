@@ -171,6 +171,12 @@ def test_the_rule_spares_other_backends_and_legacy_records_off_root_S51() -> Non
     assert isinstance(notice, EscalationRaised) and notice.seq == mine.version + 1
     told = fold([notice], mine)
     assert refusal_notice(told, why, by=Identity(uid=0), now=T0) == []
+    # On a store with roles, the role that created the job (the database's fact) decides
+    # too: a record claiming the supervisor's uid does not make another role's job its own.
+    claims_root = _folded(Identity(uid=0, role="sup"))
+    assert refusal(claims_root, uid=0, runs_as_caller=True, role="sup", owner_role="sup") is None
+    forged = refusal(claims_root, uid=0, runs_as_caller=True, role="sup", owner_role="alice")
+    assert forged is not None and forged.startswith("created by database role alice;")
 
 
 def test_a_request_on_another_uids_job_is_recorded_and_left_to_its_submitter_S51(

@@ -14,6 +14,14 @@ when it runs as the job's submitter (``JobCreated.by.uid``):
 Such a job is left alone, and the reason is recorded once as an escalation (a person must
 act: run a supervisor as that user), never as a cause: nothing happened to the job.
 
+On a record store with roles (PostgreSQL) the supervisor must also be connected as the
+database role that created the job (``dispatch_jobs.owner_role``, which the database sets,
+whatever the job's body claims). The uid in the body is what the submitting process
+reported; the role is the database's own fact. So a user with a role of their own cannot
+make another role's supervisor (an operator's, running as root) run their command by
+writing a body that claims its uid: only users sharing one database role are told apart by
+the reported uid alone.
+
 A job recorded before submitters were recorded has no ``submitter``. A supervisor that is
 not root acts on it as before (in a private SQLite record those are its own user's jobs);
 a root supervisor refuses it, since it cannot tell whose command it would run as root.
@@ -30,16 +38,29 @@ from dispatch.model.events import EscalationRaised, Event, Identity
 ACTOR = "dispatch"
 
 
-def refusal(job: Job, *, uid: int, runs_as_caller: bool) -> str | None:
-    """Why a supervisor running as ``uid`` must not act on ``job``, in words a user can act
-    on; None when it may (S-51)."""
+def refusal(
+    job: Job,
+    *,
+    uid: int,
+    runs_as_caller: bool,
+    role: str | None = None,
+    owner_role: str | None = None,
+) -> str | None:
+    """Why a supervisor running as ``uid`` (connected as database ``role``, where the
+    store has roles) must not act on ``job``, created by database role ``owner_role``, in
+    words a user can act on; None when it may (S-51)."""
     if not runs_as_caller:
         return None
     submitter = job.submitter
-    if submitter is not None and submitter.uid == uid:
+    same_uid = submitter.uid == uid if submitter is not None else uid != 0
+    if same_uid and (role is None or owner_role is None or owner_role == role):
         return None
-    if submitter is None and uid != 0:
-        return None
+    if same_uid:
+        return (
+            f"created by database role {owner_role}; this supervisor connects as {role} and "
+            f"runs {job.backend} jobs only for the role that created them: run `dispatch "
+            "supervise` as their submitter, with that role"
+        )
     who = (
         f"submitted by uid {submitter.uid}"
         if submitter is not None

@@ -459,6 +459,13 @@ class RecordStore(abc.ABC):
         uid of whoever appends a person's request (``dispatch.model.events.Identity``)."""
         return None
 
+    def job_owners(self, job_ids: Iterable[str]) -> dict[str, str]:
+        """The database role that created each of ``job_ids`` (set by the database, not by
+        what the role wrote), where the store has roles; jobs it does not know (or cannot
+        see) are left out. Empty for a store of one user. A supervisor runs a local job only
+        for the role that created it (:mod:`dispatch.core.submitters`)."""
+        return {}
+
     def append(
         self,
         job_id: str,

@@ -384,6 +384,18 @@ class SQLStore(RecordStore):
 
         self._transaction("release leases", body)
 
+    def job_owners(self, job_ids: Iterable[str]) -> dict[str, str]:
+        ids = check_job_ids(job_ids, "job_owners")
+        d = self.dialect
+        if not ids or d.owner_column == "NULL":
+            return {}
+        rows = self._query(
+            "read job owners",
+            f"SELECT job_id, {d.owner_column} FROM dispatch_jobs WHERE {d.any_of('job_id')}",
+            (d.ids(ids),),
+        )
+        return {str(job_id): str(owner) for job_id, owner in rows if owner is not None}
+
     def lease_owners(self, job_ids: Iterable[str], now: datetime) -> dict[str, str]:
         ids = check_job_ids(job_ids, "lease_owners")
         if not ids:
