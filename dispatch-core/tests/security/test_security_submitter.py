@@ -174,10 +174,18 @@ class World:
             user, role, "from dispatch.cli.main import main; main()", *args, **extra
         )
 
-    def submit_as(self, user: str, command: str, claim: str = "None") -> str:
-        """Record a local job as ``user`` without starting it (what a submit leaves when
-        its own first tick did not happen): a supervisor is to run it. ``claim``: the
-        ``Identity`` the job's record says submitted it (default: the process's own)."""
+    def submit_as(self, user: str, command: str) -> str:
+        """``dispatch submit --no-start`` as ``user``: the job is recorded, and a
+        supervisor is to make its first submission."""
+        done = self.dispatch_as(
+            user, "dispatch_alice", "submit", "--no-start", "--", "sh", "-c", command
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    def record_as(self, user: str, command: str, claim: str) -> str:
+        """Record a local job as ``user`` through the Python API, its record claiming
+        ``claim`` (an ``Identity``) submitted it."""
         code = (
             "import sys; from dispatch import Identity, RecoveryPolicy, JobSpec, Registry;"
             "from dispatch.store import open_store; from dispatch.job_records import create_job;"
@@ -287,7 +295,7 @@ def test_a_job_whose_record_claims_roots_uid_is_not_run_for_another_role_S51(
     job is the database's own fact. Ann writes a job claiming uid 0 and the supervisor's
     role: the root supervisor still refuses it, for the role that created it."""
     marker = world.home("dispatch-ann") / "ran"
-    job_id = world.submit_as(
+    job_id = world.record_as(
         "dispatch-ann", f"id -u > {marker}", claim="Identity(uid=0, role='dispatch_sup')"
     )
     supervisor = _root_supervisor(world)
