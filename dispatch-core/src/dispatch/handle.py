@@ -65,12 +65,15 @@ class JobHandle:
         on_change: Callable[[Status], None] | None = None,
         interval: float = 2.0,
         on_unreachable: Callable[[str, str], None] | None = None,
+        on_status: Callable[[Status], None] | None = None,
     ) -> Status:
         """Supervise the job here until it ends or is held; return its final status.
 
         :param on_change: called with the status each time its state, its cause or its count of
             escalations changes (a stall escalation changes neither state nor cause).
         :param on_unreachable: called with (backend, problem) when a tick could not ask.
+        :param on_status: called with the status after every tick, changed or not (a live
+            view: how long it has waited, the scheduler's pending reason).
         :raises WaitTimeout: ``timeout`` seconds passed first (the job goes on).
         """
         from dispatch import units
@@ -98,6 +101,8 @@ class JobHandle:
                     on_unreachable("", str(exc))
                 return
             last[:] = [status]
+            if on_status is not None:
+                on_status(status)
             cause = status.cause
             # an escalation changes neither state nor cause (a stall, S-47): count it too
             key = (

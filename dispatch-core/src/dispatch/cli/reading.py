@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -34,51 +34,175 @@ def status(c: Context, job_id: str, no_record: bool, backend: str | None, as_jso
         click.echo(status_text(result))
 
 
+_STATES = [
+    "active",
+    "pending",
+    "held",
+    "running",
+    "recovering",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "unknown",
+]
+_CAUSES = [
+    "none",
+    "preempted",
+    "node-lost",
+    "out-of-memory",
+    "time-limit",
+    "non-zero-exit",
+    "launch-failed",
+    "no-capacity",
+    "held",
+    "released",
+    "requeued",
+    "cancelled",
+    "duplicate",
+    "unknown",
+]
+#: rows the table shows without --limit
+_TABLE_LIMIT = 50
+
+
 @click.command(name="list")
 @click.option(
     "--state",
-    type=click.Choice(["active", "succeeded", "failed", "cancelled"]),
-    help="Only jobs in this state (from the record).",
+    type=click.Choice(_STATES),
+    help="Only jobs in this state: the live state, as status computes it (active: any "
+    "but succeeded, failed, cancelled).",
 )
-@click.option("--limit", type=click.IntRange(min=1))
+@click.option("--cause", type=click.Choice(_CAUSES), help="Only jobs whose cause is this.")
+@click.option("--backend", help="Only jobs on this backend.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help=f"At most N jobs, newest first [default: {_TABLE_LIMIT} in the table, all with --json].",
+)
+@click.option("--watch", is_flag=True, help="Draw the table again every --interval seconds.")
+@seconds_option("--interval", 2.0, "Seconds between refreshes with --watch.")
 @json_option
 @pass_ctx
 @handles_errors
-def list_jobs(c: Context, state: str | None, limit: int | None, as_json: bool) -> None:
-    """List jobs from the record (no scheduler call); a job whose record does not decode
-    is listed as quarantined, with what is wrong; an active job whose last recorded event
-    is an escalation (a supervisor left it to a person) shows that escalation's reason."""
-    from dispatch.cli.render import emit_json, escaped
+def list_jobs(
+    c: Context,
+    state: str | None,
+    cause: str | None,
+    backend: str | None,
+    limit: int | None,
+    watch: bool,
+    interval: float,
+    as_json: bool,
+) -> None:
+    """List jobs as a table: the live state, cause, attempts, budget left, nodes, age.
 
-    rows = c.client.jobs(state=state, limit=limit)
-    waiting = _escalated(c.client.store, [r.job_id for r in rows if _active(r)])
+    Reads only the jobs shown, and asks each backend once for its active jobs among them
+    (one discovery per backend); a backend that cannot be asked leaves its jobs as the
+    record has them, with a note. A job whose record does not decode is listed as
+    quarantined, with what is wrong; an active job whose last recorded event is an
+    escalation (a supervisor left it to a person) shows that escalation's reason.
+    """
+    from dispatch.cli.render import emit_json
+
+    if watch and as_json:
+        raise click.UsageError("--watch draws a table: it does not go with --json")
     if as_json:
-        emit_json(
-            [
-                {
-                    "job_id": r.job_id,
-                    "name": r.name,
-                    "backend": r.backend,
-                    "created_at": r.created_at.isoformat(),
-                    "outcome": r.outcome.value if r.outcome else None,
-                    "version": r.version,
-                    "quarantined": _quarantine(r),
-                    "escalated": waiting.get(r.job_id),
-                }
-                for r in rows
-            ]
-        )
+        listing, waiting = _listing(c, state, cause, backend, limit)
+        emit_json([_row_json(r, waiting) for r in listing.rows])
         return
-    for r in rows:
-        bad = _quarantine(r)
-        shown = "quarantined" if bad else r.outcome.value if r.outcome else "active"
-        why = waiting.get(r.job_id)
-        click.echo(
-            escaped(
-                f"{r.job_id}  {r.created_at:%Y-%m-%d %H:%M:%S}  {r.backend:<10} {shown:<10} "
-                f"{r.name}" + (f"  [{bad}]" if bad else "") + (f"  [{why}]" if why else "")
-            )
-        )
+    shown = limit or _TABLE_LIMIT
+    if watch:
+        _watch_table(c, lambda: _listing(c, state, cause, backend, shown), shown, interval)
+        return
+    listing, waiting = _listing(c, state, cause, backend, shown)
+    _print_table(listing, shown, waiting)
+
+
+def _listing(
+    c: Context, state: str | None, cause: str | None, backend: str | None, limit: int | None
+) -> tuple[Any, dict[str, str]]:
+    from dispatch.listing import list_jobs as rows_of
+
+    listing = rows_of(
+        c.client.store, c.client.registry, state=state, cause=cause, backend=backend, limit=limit
+    )
+    active = [r.job_id for r in listing.rows if r.outcome is None and not r.quarantined]
+    return listing, _escalated(c.client.store, active)
+
+
+def _row_json(r: Any, waiting: dict[str, str]) -> dict[str, Any]:
+    return {
+        "job_id": r.job_id,
+        "name": r.name,
+        "backend": r.backend,
+        "created_at": r.created_at.isoformat(),
+        "outcome": r.outcome,
+        "version": r.version,
+        "quarantined": r.quarantined,
+        "escalated": waiting.get(r.job_id),
+        "state": r.state,
+        "settled": r.settled,
+        "object_id": r.object_id,
+        "cause": r.cause,
+        "cause_detail": r.cause_detail,
+        "attempt": r.attempt,
+        "attempts": r.attempts,
+        "budget_left": r.budget_left,
+        "nodes": r.nodes,
+        "waiting": r.waiting,
+        "note": r.note,
+    }
+
+
+def _print_table(listing: Any, limit: int | None, waiting: dict[str, str]) -> None:
+    from dispatch.cli.table import plain, rich_table
+    from dispatch.job_records import utc_now
+
+    now = utc_now()
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        Console().print(rich_table(listing, now, limit, waiting))
+    else:
+        click.echo(plain(listing, now, limit, waiting))
+
+
+def _watch_table(c: Context, read: Any, limit: int, interval: float) -> None:
+    """``list --watch``: on a terminal the table redrawn in place; piped, the table again
+    (under a time line) each time a row changes. Ctrl-C ends it."""
+    import time
+
+    from dispatch.cli.table import plain, rich_table
+    from dispatch.job_records import utc_now
+
+    try:
+        if sys.stdout.isatty():
+            from rich.console import Console
+            from rich.live import Live
+
+            listing, waiting = read()
+            with Live(
+                rich_table(listing, utc_now(), limit, waiting),
+                console=Console(),
+                auto_refresh=False,
+                screen=False,
+            ) as live:
+                while True:
+                    time.sleep(interval)
+                    listing, waiting = read()
+                    live.update(rich_table(listing, utc_now(), limit, waiting), refresh=True)
+        last = None
+        while True:
+            listing, waiting = read()
+            now = utc_now()
+            key = [(r.job_id, r.state, r.cause, r.attempt, r.waiting) for r in listing.rows]
+            if key != last:
+                click.echo(f"--- {now:%Y-%m-%d %H:%M:%S}")
+                click.echo(plain(listing, now, limit, waiting))
+                last = key
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
 
 
 def _active(row: object) -> bool:

@@ -13,7 +13,6 @@ from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx, 
 
 if TYPE_CHECKING:
     from dispatch.client import Client, DryRun, JobHandle
-    from dispatch.core.status import Status
 
 _COUNT = click.IntRange(min=1, max=1_000_000)
 
@@ -452,26 +451,26 @@ def pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
 
 
 def follow(handle: JobHandle, interval: float, as_json: bool) -> None:
-    """Supervise one job in this process, printing each change, until it ends or is held."""
+    """Supervise one job in this process, printing each change (with how long and why a
+    pending job waits), until it ends or is held."""
     from dispatch.cli import exit_codes
-    from dispatch.cli.render import cause_line, emit_json, escaped
+    from dispatch.cli.live import Follow
+    from dispatch.cli.render import emit_json, escaped
     from dispatch.model.enums import State
-
-    shown = [0]  # escalations already printed
-
-    def changed(status: Status) -> None:
-        if as_json:
-            return
-        click.echo(f"{status.at:%H:%M:%S}  {status.state.value:<10} {cause_line(status.cause)}")
-        for escalation in status.escalations[shown[0] :]:
-            click.echo(escaped(f"{escalation.at:%H:%M:%S}  escalation: {escalation.reason}"))
-        shown[0] = len(status.escalations)
 
     def unreachable(name: str, problem: str) -> None:
         click.echo(escaped(f"scheduler unreachable, will retry: {problem}"), err=True)
 
     try:
-        status = handle.wait(interval=interval, on_change=changed, on_unreachable=unreachable)
+        if as_json:
+            status = handle.wait(interval=interval, on_unreachable=unreachable)
+        else:
+            # a line per change (state, cause, pending reason...); on a terminal also a
+            # last line kept up to date: how long, and why it waits (dispatch.cli.live)
+            with Follow(handle.record().created_at) as shown:
+                status = handle.wait(
+                    interval=interval, on_status=shown.status, on_unreachable=unreachable
+                )
     except KeyboardInterrupt:
         click.echo(f"stopped watching; the job goes on: dispatch status {handle.job_id}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
