@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from dispatch import Client, Identity, JobSpec, RecoveryPolicy, Registry
 from dispatch.cli.render import history_text, status_text
+from dispatch.cli.supervise import tick_line
 from dispatch.client import LeftToSubmitter
 from dispatch.core import interventions
 from dispatch.core.folding import fold
@@ -68,6 +69,7 @@ def test_a_job_is_refused_by_a_supervisor_of_another_uid_and_told_once_S51(
         "jobs only as their submitter: run `dispatch supervise` as that user"
     )
     assert [r.refused for r in reports] == [{job_id: why}] * 3
+    assert tick_line(reports[0]).endswith("  left to their submitters=1")
     assert [(r.submitted, r.leased) for r in reports] == [(0, 0)] * 3
     job = load_job(record, job_id)
     assert [t.event for t in job.history] == ["escalation-raised"]  # once, not every tick

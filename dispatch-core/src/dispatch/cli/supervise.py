@@ -304,6 +304,8 @@ def tick_line(report: Any) -> str:
         f"{report.at:%H:%M:%S} active={report.active} appended={report.appended} "
         f"submitted={report.submitted} stopped={report.stopped}"
     ]
+    if report.refused:  # another uid's local jobs (S-51); `dispatch status` says why
+        bits.append(f"left to their submitters={len(report.refused)}")
     bits += [f"unreachable {k}: {v}" for k, v in report.unreachable.items()]
     bits += [f"error: {e}" for e in report.errors]
     return escaped("  ".join(bits))
