@@ -286,6 +286,12 @@ def test_a_root_supervisor_never_runs_another_users_local_job_S51(world: World) 
         what="the job to run as ann",
     )
     assert marker.read_text().strip() == str(ann)
+    objects = world.home("dispatch-ann") / "local" / "objects"
+    eventually(
+        lambda: list(objects.glob("*/end.json")),
+        timeout=DEADLINE,
+        what="ann's runner to record the ending",
+    )
 
 
 def test_a_job_whose_record_claims_roots_uid_is_not_run_for_another_role_S51(
