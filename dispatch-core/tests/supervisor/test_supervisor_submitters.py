@@ -198,3 +198,28 @@ def test_a_request_on_another_uids_job_is_recorded_and_left_to_its_submitter_S51
     Supervisor(record, registry, uid=OTHER).tick()
     done = load_job(record, job_id)
     assert done.outcome is not None and done.outcome.state.value == "cancelled"
+
+
+def test_a_record_written_before_submitters_were_recorded_still_decodes_S6() -> None:
+    from dispatch.model.events import decode_event, encode_event
+
+    created = _folded(Identity(uid=1001, role="alice"))
+    event = JobCreated(
+        job_id="j1",
+        seq=1,
+        at=T0,
+        name="train",
+        backend="local",
+        spec=created.spec,
+        plan=created.plan,
+    )
+    old = encode_event(event).replace(',"by":null', "")
+    assert '"by"' not in old
+    decoded = decode_event(old)
+    assert isinstance(decoded, JobCreated) and decoded.by is None
+    assert fold([decoded]).submitter is None
+    asked = decode_event(
+        '{"job_id":"j1","seq":2,"at":"2026-03-01T12:00:00Z","actor":"ann",'
+        '"type":"cancel-requested","cause":{"kind":"cancelled","provenance":"actor"}}'
+    )
+    assert getattr(asked, "by", "missing") is None
