@@ -9,7 +9,6 @@ the scheduler's object, counting every second.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from datetime import datetime
@@ -58,7 +57,7 @@ class Follow:
 
     def __init__(self, created: datetime, tty: bool | None = None) -> None:
         self.created = created
-        self.tty = sys.stdout.isatty() if tty is None else tty
+        self.tty = tty  # False: plain lines only; None: the live line on a terminal
         self.key: tuple[object, ...] | None = None
         self.escalations = 0
         self.current: Status | None = None
@@ -66,11 +65,13 @@ class Follow:
         self.live: Any = None
 
     def __enter__(self) -> Follow:
-        if self.tty:
-            from rich.console import Console
+        from dispatch.cli.table import terminal
+
+        console = terminal() if self.tty is not False else None
+        if console is not None:
             from rich.live import Live
 
-            self.live = Live(_Now(self), console=Console(), refresh_per_second=1, transient=True)
+            self.live = Live(_Now(self), console=console, refresh_per_second=1, transient=True)
             self.live.start()
         return self
 

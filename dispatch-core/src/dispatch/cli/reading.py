@@ -155,14 +155,13 @@ def _row_json(r: Any, waiting: dict[str, str]) -> dict[str, Any]:
 
 
 def _print_table(listing: Any, limit: int | None, waiting: dict[str, str]) -> None:
-    from dispatch.cli.table import plain, rich_table
+    from dispatch.cli.table import plain, rich_table, terminal
     from dispatch.job_records import utc_now
 
     now = utc_now()
-    if sys.stdout.isatty():
-        from rich.console import Console
-
-        Console().print(rich_table(listing, now, limit, waiting))
+    console = terminal()
+    if console is not None:
+        console.print(rich_table(listing, now, limit, waiting))
     else:
         click.echo(plain(listing, now, limit, waiting))
 
@@ -172,18 +171,18 @@ def _watch_table(c: Context, read: Any, limit: int, interval: float) -> None:
     (under a time line) each time a row changes. Ctrl-C ends it."""
     import time
 
-    from dispatch.cli.table import plain, rich_table
+    from dispatch.cli.table import plain, rich_table, terminal
     from dispatch.job_records import utc_now
 
     try:
-        if sys.stdout.isatty():
-            from rich.console import Console
+        console = terminal()
+        if console is not None:
             from rich.live import Live
 
             listing, waiting = read()
             with Live(
                 rich_table(listing, utc_now(), limit, waiting),
-                console=Console(),
+                console=console,
                 auto_refresh=False,
                 screen=False,
             ) as live:

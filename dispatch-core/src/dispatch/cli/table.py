@@ -9,6 +9,7 @@ rich as a ``Text`` (never as markup, so ``[red]`` in a job name is shown as writ
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,22 @@ _STYLES = {
     "unknown": "red",
     "quarantined": "bold red",
 }
+
+
+def terminal() -> Any | None:
+    """A rich ``Console`` drawing on the terminal, or None when output is not one.
+
+    It writes to the terminal itself, past the stream that escapes every control
+    character a command prints (:func:`dispatch.cli.common.escaping_output`), so that its
+    own attributes and redrawing reach the terminal; what it draws is dispatch's words and
+    untrusted text escaped cell by cell, given as ``Text`` (never markup).
+    """
+    stream = sys.__stdout__
+    if stream is None or not sys.stdout.isatty() or not stream.isatty():
+        return None
+    from rich.console import Console
+
+    return Console(file=stream)
 
 
 def age(delta: timedelta) -> str:
