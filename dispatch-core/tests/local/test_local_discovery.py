@@ -24,7 +24,9 @@ from dispatch import (
     Provenance,
     Unreachable,
 )
+from dispatch.local import keeper
 from dispatch.local.backend import LocalBackend
+from dispatch.local.layout import ObjectDir
 from dispatch.local.processes import gone
 from dispatch.local.records import ProcessIdentity, Started
 from dispatch_testing.waiting import eventually
@@ -100,6 +102,19 @@ def test_a_later_process_sees_and_stops_what_this_one_started_S40(
     assert view.phase is Phase.ENDED
     assert view.cause is not None and view.cause.actor == "carol"
     assert view.cause.detail.startswith("from afar; ")
+
+
+def test_the_keeper_hands_the_runner_the_record_it_wrote_one_start_time_for_all_S40(
+    tmp_path: Path,
+) -> None:
+    """The keeper writes started.json as the command starts and the runner writes it again
+    once it hears of it: the same record, so a process reading between the two writes
+    computes the same view as one reading after (a second start time differed by ms)."""
+    obj = ObjectDir(tmp_path / "objects" / "local-keeper")
+    obj.path.mkdir(parents=True, mode=0o700)
+    pid, started = keeper.start(obj, lambda: subprocess.Popen(["true"], process_group=0))
+    os.waitpid(pid, 0)  # the keeper ends once it has recorded the command's exit
+    assert Started.model_validate_json(obj.started.read_text()) == started
 
 
 def test_many_jobs_in_one_call_unknown_ids_absent_S32(

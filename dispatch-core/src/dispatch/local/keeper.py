@@ -23,16 +23,16 @@ from datetime import UTC, datetime
 
 from dispatch.local.layout import ObjectDir, write_atomic
 from dispatch.local.processes import identify
-from dispatch.local.records import Exited, ProcessIdentity, Started, exit_file
+from dispatch.local.records import Exited, Started, exit_file
 
 #: Seconds the keeper keeps trying to write ``exit.json`` through an outage.
 PERSIST_WINDOW = 600.0
 
 
 def keep(obj: ObjectDir, spawn: Callable[[], subprocess.Popen[bytes]], report: int) -> None:
-    """In the forked child: start the command, tell the runner its pid on ``report`` (a
-    pipe; ``error <words>`` if it could not start), wait for it, record its exit. Never
-    returns: the child must not run on into the runner's code."""
+    """In the forked child: start the command, tell the runner its ``started.json`` record on
+    ``report`` (a pipe; ``error <words>`` if it could not start), wait for it, record its
+    exit. Never returns: the child must not run on into the runner's code."""
     try:
         os.setsid()
         try:
@@ -52,7 +52,7 @@ def keep(obj: ObjectDir, spawn: Callable[[], subprocess.Popen[bytes]], report: i
             write_atomic(obj.started, started.model_dump_json())
         except OSError:
             pass  # the runner retries it through an outage
-        os.write(report, f"pid {command.model_dump_json()}".encode())
+        os.write(report, f"started {started.model_dump_json()}".encode())
         os.close(report)
         os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
         try:
@@ -75,11 +75,10 @@ def keep(obj: ObjectDir, spawn: Callable[[], subprocess.Popen[bytes]], report: i
         os._exit(0)
 
 
-def start(
-    obj: ObjectDir, spawn: Callable[[], subprocess.Popen[bytes]]
-) -> tuple[int, ProcessIdentity]:
-    """Fork the keeper; return its pid and the command's identity. Raises OSError, with
-    the OS's words, when the command could not be started."""
+def start(obj: ObjectDir, spawn: Callable[[], subprocess.Popen[bytes]]) -> tuple[int, Started]:
+    """Fork the keeper; return its pid and the ``started.json`` record it wrote (the one
+    start time every reader sees: the runner writes the same record again). Raises OSError,
+    with the OS's words, when the command could not be started."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -91,7 +90,7 @@ def start(
         chunks.append(chunk)
     os.close(read_end)
     answer = b"".join(chunks).decode(errors="replace")
-    if not answer.startswith("pid "):
+    if not answer.startswith("started "):
         os.waitpid(pid, 0)
         raise OSError(answer.removeprefix("error ") or "the keeper died before the command started")
-    return pid, ProcessIdentity.model_validate_json(answer[4:])
+    return pid, Started.model_validate_json(answer.removeprefix("started "))

@@ -47,7 +47,6 @@ from dispatch.local.records import (
     Exited,
     ObjectMeta,
     ProcessIdentity,
-    Started,
     StopRequest,
     exit_file,
     read,
@@ -136,18 +135,19 @@ class Runner:
             self._end(state, cause, launched=False)
             return
         try:
-            self.launched = keeper.start(self.obj, self._launch)
+            keeper_pid, started = keeper.start(self.obj, self._launch)
         except OSError as exc:
             cause = Cause(
                 kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER, detail=str(exc)
             )
             self._end("launch-failed", cause, launched=True)
             return
-        self.started_at = _now()
-        keeper_pid, command = self.launched
-        started = Started(process=command, started_at=self.started_at, keeper=identify(keeper_pid))
+        self.launched = (keeper_pid, started.process)
+        # the keeper's record, written again (it may have failed through an outage): one
+        # start time, whichever of the two writes a reader saw
+        self.started_at = started.started_at
         self._persist(lambda: write_atomic(self.obj.started, started.model_dump_json()))
-        self._watch(keeper_pid, command.pid)
+        self._watch(keeper_pid, started.process.pid)
 
     def _wait_for_publication(self) -> bool:
         """Wait for the submit to index the object (it starts the runner just before).
