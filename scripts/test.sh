@@ -3,7 +3,8 @@
 # a Kubernetes control plane built from Go modules, the virtualenv) and run every test of
 # every distribution. The one test command.
 #
-# With pytest arguments it runs only those (and no live kit, no Kubernetes control plane).
+# With pytest arguments it runs only those (and no live kit, no Kubernetes control plane;
+# a -m of your own replaces the one below, e.g. -m "live(server='kubeflow')" once it is up).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
