@@ -195,7 +195,9 @@ class Backend:
 
 #: hooks a backend needs exactly when it declares the capability (from their ``needed``)
 _HOOKS_FOR = {
-    Capability(when): hook for when in ("gating", "logs") for hook in hookspecs.hooks_needed(when)
+    Capability(hookspecs.needed_for(hook)): hook
+    for hook in hookspecs.HOOKS
+    if hookspecs.needed_for(hook) in {c.value for c in Capability}
 }
 
 
