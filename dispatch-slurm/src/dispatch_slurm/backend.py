@@ -142,6 +142,8 @@ def declarations(version_note: str = "") -> Declarations:
             CauseKind.UNKNOWN: _seconds("DISPATCH_SLURM_UNKNOWN_WINDOW", 3600),
         },
         native_actions=frozenset({Action.REQUEUE}),
+        # sbatch submits as whoever runs it: a root supervisor would run a user's job as root
+        runs_as_caller=True,
         reports=frozenset(
             {
                 CauseKind.NONE,

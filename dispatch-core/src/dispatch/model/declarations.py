@@ -25,7 +25,8 @@ class Declarations(Model):
       the supervisor splits larger ticks into ceil(N / batch) calls.
     - ``options``: backend-specific submit options it accepts (name → one-line help).
     - ``runs_as_caller``: commands run as the Unix user of the process that submits them
-      (the local backend). A supervisor then acts only on the jobs its own uid submitted
+      (the local backend; Slurm, whose sbatch submits as its caller). A supervisor then acts
+      only on the jobs its own uid submitted
       (:mod:`dispatch.core.submitters`).
     - ``api_version``: the version of the hook contract (``dispatch.hookspecs.API_VERSION``)
       the backend was written against; one newer than this dispatch is refused at load.
