@@ -28,6 +28,10 @@ Each setting is taken, key by key (``resources.nodes``, ``options.partition``...
 first of: the command line, the environment (``DISPATCH_STORE``, ``DISPATCH_BACKEND``,
 ``DISPATCH_POLICY``, ``DISPATCH_NOTIFY_URL``), the project file's profile, the user file's
 profile, the built-in default. ``dispatch config`` shows every value and its source.
+
+A config file (and a policy it names) is used only when it is owned by the user running
+dispatch or by root and nobody else can write it; any other is refused naming its path
+and owner (:func:`dispatch.userfiles.check_trusted`), never skipped.
 """
 
 from __future__ import annotations
@@ -144,7 +148,7 @@ def find_project_file(cwd: str | os.PathLike[str] | None = None) -> Path | None:
 def _profiles(path: Path) -> dict[str, dict[str, Any]]:
     from dispatch.userfiles import CONFIG_LIMIT, read_toml
 
-    data = read_toml(path, "config file", CONFIG_LIMIT)
+    data = read_toml(path, "config file", CONFIG_LIMIT, trusted=True)
     extra = sorted(set(data) - {"profile"})
     if extra:
         raise BadInput(

@@ -37,12 +37,14 @@ def load_policy(path: str | Path) -> RecoveryPolicy:
     """Read, check and validate a policy file; raise BadInput/PolicyError naming the place.
 
     Read as every user file is (:mod:`dispatch.userfiles`): a FIFO, a directory or a
-    device is refused naming the path, never waited on.
+    device is refused naming the path, never waited on; one another user owns or can
+    write is refused too (S-51).
     """
     from dispatch.userfiles import POLICY_LIMIT, read_toml
 
     path = Path(path)
-    return parse_policy(read_toml(path, "policy file", POLICY_LIMIT), where=str(path))
+    data = read_toml(path, "policy file", POLICY_LIMIT, trusted=True)
+    return parse_policy(data, where=str(path))
 
 
 def parse_policy(data: dict[str, object], where: str = "<policy>") -> RecoveryPolicy:
