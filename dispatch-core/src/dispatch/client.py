@@ -495,6 +495,7 @@ class Client:
         keywords of :meth:`spec` plus ``backend`` and ``policy``; the profile's resources
         under the file's, key by key."""
         from dispatch.jobfile import layer, load_job_file
+        from dispatch.model.errors import DispatchError
 
         unknown = sorted(set(overrides) - _FILE_KEYWORDS)
         if unknown:
@@ -502,7 +503,8 @@ class Client:
                 f"submit_file: unknown keyword(s) {', '.join(unknown)} "
                 f"(keywords: {', '.join(sorted(_FILE_KEYWORDS))})"
             )
-        args = load_job_file(path).merged(overrides)
+        job = load_job_file(path)
+        args = job.merged(overrides)
         client = self
         profile = args.pop("profile", None)
         if profile is not None:
@@ -515,6 +517,13 @@ class Client:
                 defaults=load_config(profile=profile),
                 notifier=self.notifier,
             )
+        name = client._backend_name(args.get("backend"))
+        try:
+            declared = client.registry.get(name).declarations.options
+        except DispatchError:
+            declared = None  # refused with the backend's own words when bound
+        if declared is not None:
+            job.check_options(name, declared)
         if args.get("resources") is not None or client._default("resources"):
             under = {"resources": client._default("resources") or {}}
             args["resources"] = layer(under, {"resources": args.get("resources")})["resources"]

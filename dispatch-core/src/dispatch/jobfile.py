@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,8 @@ class JobFile:
 
     path: Path
     values: dict[str, Any]
+    #: the file's text, for the line of a key named in an error
+    text: str = ""
 
     @property
     def profile(self) -> str | None:
@@ -96,6 +98,21 @@ class JobFile:
     def merged(self, over: Mapping[str, Any]) -> dict[str, Any]:
         """The file's values with ``over``'s on top (None: not given), see :func:`layer`."""
         return layer(self.values, over)
+
+    def check_options(self, backend: str, declared: Collection[str]) -> None:
+        """Refuse an ``[options]`` key the backend does not declare, naming the file, the
+        key and its line (the check ``-o`` gets from the backend's declarations)."""
+        from dispatch.userfiles import shown
+
+        for key in self.values.get("options") or {}:
+            if key not in declared:
+                line = line_of(self.text, ("options", key))
+                at = f" line {line}:" if line is not None else ""
+                accepted = ", ".join(sorted(declared)) or "none"
+                raise BadInput(
+                    f"{shown(self.path)}:{at} key 'options.{key}': backend {backend!r} does "
+                    f"not accept this option (it accepts: {accepted})"
+                )
 
 
 def is_job_file(word: str) -> bool:
@@ -143,7 +160,7 @@ def load_job_file(path: str | os.PathLike[str]) -> JobFile:
         raise BadInput(f"{where}: not valid TOML: {exc}") from None
     except RecursionError:
         raise BadInput(f"{where}: not valid TOML: nested too deeply") from None
-    return JobFile(path, _check(data, text, where, path.parent))
+    return JobFile(path, _check(data, text, where, path.parent), text)
 
 
 def _check(data: dict[str, Any], text: str, where: str, base: Path) -> dict[str, Any]:

@@ -251,3 +251,19 @@ def test_load_job_file_resolves_paths_against_the_file(tmp_path: Path) -> None:
     job = load_job_file(path)
     assert job.values["script_file"] == str(tmp_path / "sub" / "run.sh")
     assert job.values["policy"] == str(tmp_path / "sub" / "../p.toml")
+
+
+def test_an_option_the_backend_does_not_take_is_refused_naming_the_line_S36(
+    sh: Shell, tmp_path: Path
+) -> None:
+    sh.write("job.toml", 'command = ["true"]\n\n[options]\npartition = "gpu"\n')
+    out = sh.run("submit", "job.toml")  # local takes no options
+    assert out.returncode == 2
+    for word in ("job.toml", "line 4", "options.partition", "'local'"):
+        assert word in out.stderr, out.stderr
+    assert sh.recorded() == []
+    with (
+        Client(f"sqlite:///{tmp_path / 'record.db'}") as client,
+        pytest.raises(BadInput, match=r"line 4: key 'options\.partition'"),
+    ):
+        client.submit_file(sh.home / "job.toml")

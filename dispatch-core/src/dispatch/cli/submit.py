@@ -276,6 +276,7 @@ def _arguments(c: Context, params: dict[str, Any]) -> tuple[dict[str, Any], dict
             if given.get(key) is None:
                 source[key] = f"{shown(job.path)}: key '{key.replace('_file', '')}'"
         args = job.merged(given)
+        _check_file_options(c, job, args.get("backend"))
     else:
         args = layer({}, given)
         if bool(args.get("command")) == bool(args.get("script_file")):
@@ -284,6 +285,18 @@ def _arguments(c: Context, params: dict[str, Any]) -> tuple[dict[str, Any], dict
             )
     args.pop("profile", None)
     return args, source
+
+
+def _check_file_options(c: Context, job: Any, backend: str | None) -> None:
+    """A job file's option the backend does not take, refused naming the file's line."""
+    from dispatch.model.errors import DispatchError
+
+    name = backend or c.config.value("backend") or "local"
+    try:
+        declared = c.client.registry.get(name).declarations.options
+    except DispatchError:
+        return  # an unknown or broken backend is refused, with its own words, when bound
+    job.check_options(name, declared)
 
 
 def _spec(c: Context, args: dict[str, Any], source: dict[str, str]) -> Any:
