@@ -632,8 +632,28 @@ build_background() { # start do_build detached (nice 19), return once it holds t
   say "building Slurm $SLURM_VERSION ($KEY) in the background (pid $pid, nice 19); log $log"
 }
 
+# The version whose cluster a state directory holds: its `version` file, or 22.05 for a
+# directory the 22.05 layout made (pid files, no version file); empty for a new one.
+dir_version() {
+  if [[ -f $DIR/version ]]; then cat "$DIR/version"
+  elif [[ -e $DIR/slurmctld.pid || -d $DIR/ctld ]]; then echo 22.05
+  fi
+}
+
+# Refuse to act on another version's cluster (a DISPATCH_SLURM_DIR left exported by
+# another version's `env` would otherwise restart or stop that cluster's daemons).
+check_dir() {
+  local holds
+  holds=$(dir_version)
+  if [[ -n $holds && $holds != "$SLURM_VERSION" ]]; then
+    say "DISPATCH_SLURM_DIR=$DIR holds the Slurm $holds cluster, not $SLURM_VERSION: unset it or give this version its own"
+    exit 2
+  fi
+}
+
 # PATH and SLURM_CONF of this version's cluster, exported for every command below
 use_version() {
+  check_dir
   if ((BUILT)); then
     source_key || exit 1
     export PATH=$PREFIX/bin:$PREFIX/sbin:$PATH
@@ -644,6 +664,7 @@ use_version() {
 }
 
 do_env() {
+  check_dir
   if ((BUILT)); then
     source_key || exit 1
     echo "export PATH=$PREFIX/bin:$PREFIX/sbin:\$PATH"
@@ -694,6 +715,7 @@ main() {
     install_packages
   fi
   install -d -m 755 "$DIR" "$DIR/ctld" "$DIR/spool" "$DIR/run" "$DIR/log" "$DIR/dev" "$CONF_DIR"
+  if ((BUILT)); then echo "$SLURM_VERSION" >"$DIR/version"; fi
   start_munge
   start_mariadb
   probe_cgroup
