@@ -454,8 +454,9 @@ TABLE: tuple[Row, ...] = (
         E,
         K.NODE_LOST,
         SCH,
-        "a node of the job failed and the job was not requeued; Slurm sets ExitCode 1:0 "
-        "on NODE_FAIL itself (24.11's changelog), so it is no exit code of the script",
+        "a node of the job failed and the job was not requeued; Slurm sets exit code 1 "
+        "on NODE_FAIL itself (24.11's changelog; sacct 1:0, squeue 0:1), so it is no exit "
+        "code of the script",
         ("node-down-norequeue-job", "slurmd-killed-node-not-responding"),
         versions=Versions(since=release("24.11")),
     ),
