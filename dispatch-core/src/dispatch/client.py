@@ -542,16 +542,31 @@ class Client:
         or a terminal state."""
         return self.store.jobs(state=state, limit=limit)
 
-    def status(self, job_id: str, *, backend: str | None = None, record: bool = True) -> Status:
+    def status(
+        self,
+        job_id: str,
+        *,
+        backend: str | None = None,
+        record: bool = True,
+        timeout: float | None = None,
+    ) -> Status:
         """The record plus one fresh discovery; ``record=False`` asks the backend alone
         (S-29, level object-only, needs ``backend``). From the record, a job not ended says
-        whether a supervisor watches it (``Status.supervisor``)."""
+        whether a supervisor watches it (``Status.supervisor``). A scheduler that cannot be
+        asked (or does not answer within ``timeout`` seconds) leaves the record's view with
+        ``Status.unreachable`` set; nothing is appended."""
         from dispatch.job_records import status_of, with_supervision
 
         check_text(job_id, "job id")
         if backend is not None:
             check_text(backend, "backend")
-        status = status_of(self.store if record else None, self.registry, job_id, backend=backend)
+        status = status_of(
+            self.store if record else None,
+            self.registry,
+            job_id,
+            backend=backend,
+            timeout=timeout,
+        )
         return with_supervision(self.store, status) if record else status
 
     # ------------------------------------------------------------------ supervising

@@ -19,7 +19,8 @@ from dispatch.core.job import Job
 from dispatch.core.policy import Plan, RecoveryPolicy
 from dispatch.core.projection import project
 from dispatch.core.status import Status
-from dispatch.model.enums import Capability, Enforcer
+from dispatch.model.discovery import Discovery
+from dispatch.model.enums import Capability, Enforcer, State
 from dispatch.model.errors import BadInput, RecordConflict
 from dispatch.model.events import Event, Identity, JobCreated
 from dispatch.model.spec import JobSpec
@@ -150,9 +151,14 @@ def status_of(
     *,
     backend: str | None = None,
     now: datetime | None = None,
+    timeout: float | None = None,
 ) -> Status:
     """The record folded plus ONE fresh discovery, projected (S-40). Without a store, the
-    backend's objects alone (S-29), which needs ``backend``."""
+    backend's objects alone (S-29), which needs ``backend``.
+
+    A scheduler that cannot be asked (``Unreachable``, or no answer within ``timeout``)
+    gives, for a recorded job, what the record alone knows with ``Status.unreachable``
+    set (:func:`record_only`); without a record it is raised."""
 
     job = load_job(store, job_id) if store is not None else None
     name = job.backend if job is not None else backend
@@ -162,8 +168,73 @@ def status_of(
         mine = _not_ours(store, registry, job, now)
         if mine is not None:
             return mine
-    discovery = registry.get(name).discover([job_id])
+    from dispatch.model.errors import Unreachable
+
+    try:
+        discovery = _discover_within(registry, name, job_id, timeout)
+    except Unreachable as exc:
+        if job is None:
+            raise
+        return record_only(job, name, str(exc), now or utc_now())
     return project(job, discovery, now or discovery.at, job_id=job_id)
+
+
+def _discover_within(
+    registry: Registry, name: str, job_id: str, timeout: float | None
+) -> Discovery:
+    """One discovery; with ``timeout``, one that has not answered within it is
+    :class:`Unreachable` (a read-only command does not wait out a frozen scheduler's own
+    timeouts). The call left behind finishes on its own in a daemon thread."""
+    import threading
+
+    from dispatch.model.errors import Unreachable
+
+    backend = registry.get(name)
+    if timeout is None:
+        return backend.discover([job_id])
+    answer: list[Discovery] = []
+    failure: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            answer.append(backend.discover([job_id]))
+        except BaseException as exc:
+            failure.append(exc)
+
+    asking = threading.Thread(target=ask, name=f"discover-{name}", daemon=True)
+    asking.start()
+    asking.join(timeout)
+    if failure:
+        raise failure[0]
+    if not answer:
+        raise Unreachable(f"{name}: the scheduler did not answer within {timeout:g} s")
+    return answer[0]
+
+
+def record_only(job: Job, backend: str, words: str, now: datetime) -> Status:
+    """What the record alone knows of ``job`` when its scheduler could not be asked:
+    a committed outcome, a hold and a submission not yet made are the record's; a job
+    whose object exists is ``unknown`` (running, pending or ended, only the scheduler
+    knows). Nothing is decided and nothing is appended."""
+    from dispatch.core.status import Unreached
+
+    status = project(job, Discovery(backend=backend, at=now), now)
+    current = job.current
+    unseen = (
+        job.outcome is None
+        and job.hold is None
+        and not job.awaiting_submission
+        and current is not None
+        and current.object_id is not None
+        and current.failed is None
+    )
+    first_line = words.splitlines()[0] if words.strip() else "could not be asked"
+    update: dict[str, object] = {
+        "unreachable": Unreached(backend=backend, words=first_line, since=now),
+    }
+    if unseen or not status.settled:
+        update.update(state=State.UNKNOWN, cause=None, settled=True)
+    return status.model_copy(update=update)
 
 
 def with_supervision(store: RecordStore, status: Status, now: datetime | None = None) -> Status:

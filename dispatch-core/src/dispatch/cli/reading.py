@@ -20,18 +20,35 @@ if TYPE_CHECKING:
 @click.argument("job_id")
 @click.option("--no-record", is_flag=True, help="Ask the backend only (S-29): never terminal.")
 @click.option("--backend", help="Backend to ask with --no-record.")
+@seconds_option(
+    "--timeout", 5.0, "Seconds to wait for the scheduler before showing the record alone."
+)
 @json_option
 @pass_ctx
 @handles_errors
-def status(c: Context, job_id: str, no_record: bool, backend: str | None, as_json: bool) -> None:
-    """Show a job: the record plus one fresh look at the scheduler."""
+def status(
+    c: Context,
+    job_id: str,
+    no_record: bool,
+    backend: str | None,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Show a job: the record plus one fresh look at the scheduler.
+
+    When the scheduler cannot be asked (or does not answer within --timeout), shows what
+    the record knows, says so with the scheduler's words, and exits 3; nothing changes.
+    """
+    from dispatch.cli import exit_codes
     from dispatch.cli.render import emit_json, status_text
 
-    result = c.client.status(job_id, backend=backend, record=not no_record)
+    result = c.client.status(job_id, backend=backend, record=not no_record, timeout=timeout)
     if as_json:
         emit_json(result.model_dump(mode="json"))
     else:
         click.echo(status_text(result))
+    if result.unreachable is not None:
+        sys.exit(exit_codes.UNREACHABLE)
 
 
 _STATES = [

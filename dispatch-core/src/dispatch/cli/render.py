@@ -73,6 +73,12 @@ def status_text(status: Status) -> str:
         + ("" if status.level.value == "record" else f"  [{status.level.value}: no record]"),
         f"cause     {cause_line(status.cause)}",
     ]
+    away = status.unreachable
+    if away is not None:
+        lines.append(
+            f"scheduler UNREACHABLE since {away.since:%Y-%m-%d %H:%M:%S %Z} ({away.source}): "
+            f"{away.words}; shown: the record alone"
+        )
     watch = status.supervisor
     if watch is not None:
         lines.append(f"watch     {watch.message if watch.watched else 'WARNING: ' + watch.message}")

@@ -25,6 +25,17 @@ class SubmissionStatus(Model):
     exclude_nodes: tuple[str, ...] = ()
 
 
+class Unreached(Model):
+    """The scheduler could not be asked for a Status: its words, and since when dispatch
+    knows it (``source`` says whose sighting ``since`` is: ``this call`` when nothing
+    earlier records it). The Status then shows only what the record knows."""
+
+    backend: str
+    words: str
+    since: AwareDatetime
+    source: str = "this call"
+
+
 class Status(Model):
     """The job now.
 
@@ -33,6 +44,8 @@ class Status(Model):
     committed transitions; running shows in ``state``, never in ``history`` (S-23).
     ``exclude_nodes`` are the nodes the latest submission keeps off, sorted (S-43).
     ``submitter`` is who recorded the job (real uid, database role), when recorded.
+    ``unreachable`` is set when the scheduler could not be asked: the state is then the
+    record's alone (``unknown`` for a job whose object only the scheduler can describe).
     """
 
     job_id: str
@@ -53,3 +66,5 @@ class Status(Model):
     submitter: Identity | None = None
     #: Whether a supervisor watches the job (an active job read from the record), else None.
     supervisor: Supervision | None = None
+    #: The scheduler could not be asked (its words, since when): the record alone is shown.
+    unreachable: Unreached | None = None
