@@ -29,11 +29,13 @@ from dispatch import (
     JobSpec,
     ObjectView,
     Phase,
+    Prepared,
     Provenance,
     SubmitRefused,
     Unreachable,
     hookimpl,
 )
+from dispatch.hookspecs import API_VERSION
 
 NAME = "example"
 
@@ -86,6 +88,7 @@ class ExampleBackend:
         return Declarations(
             name=NAME,
             description="commands run by the submitting process, listed in one JSON file",
+            api_version=API_VERSION,
             node_loss_window=timedelta(minutes=1),
             reports=frozenset(
                 {
@@ -99,7 +102,12 @@ class ExampleBackend:
         )
 
     @hookimpl
-    def dispatch_submit(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str:
+    def dispatch_prepare(
+        self, job_id: str, submission: int, spec: JobSpec, gated: bool
+    ) -> Prepared:
+        """What the submit will do, decided here and nowhere else: the object's id, the
+        argv, the environment added, the script's text. ``dispatch submit --dry-run``
+        prints it and :meth:`dispatch_send` does exactly it."""
         r = spec.resources
         asked = {
             "gating": gated,
@@ -113,10 +121,38 @@ class ExampleBackend:
             # SubmitRefused, as the hook spec says: dispatch records the job as failed
             raise SubmitRefused(f"the example scheduler cannot do: {', '.join(cannot)}")
         object_id = f"ex-{uuid.uuid4().hex[:10]}"
-        self._update(object_id, job=job_id, submission=submission, created=_now().isoformat())
-        argv = list(spec.command) if spec.command else [str(self._script_file(object_id, spec))]
+        argv = list(spec.command) if spec.command else [str(self._script_path(object_id))]
+        parts: dict[str, Any] = {
+            "object": {"id": object_id, "job": job_id, "submission": submission},
+            "argv": argv,
+            "environment": dict(spec.env),
+        }
+        if spec.script is not None:
+            parts["script"] = spec.script
+        return Prepared(
+            backend=NAME,
+            job_id=job_id,
+            submission=submission,
+            gated=gated,
+            parts=parts,
+            notes=("the command's environment is the submitting process's, `environment` on top",),
+        )
+
+    @hookimpl
+    def dispatch_send(self, prepared: Prepared) -> str:
+        object_id = str(prepared.mapping("object")["id"])
+        self._update(
+            object_id,
+            job=prepared.job_id,
+            submission=prepared.submission,
+            created=_now().isoformat(),
+        )
+        if "script" in prepared.parts:
+            self._write_script(object_id, prepared.text("script"))
         try:
-            proc = subprocess.Popen(argv, env={**os.environ, **spec.env})
+            proc = subprocess.Popen(
+                prepared.words("argv"), env={**os.environ, **prepared.mapping("environment")}
+            )
         except OSError as exc:
             self._update(object_id, state="not-started", detail=str(exc))
             return object_id
@@ -125,14 +161,16 @@ class ExampleBackend:
         threading.Thread(target=self._run, args=(object_id, proc), daemon=True).start()
         return object_id
 
-    def _script_file(self, object_id: str, spec: JobSpec) -> Path:
+    def _script_path(self, object_id: str) -> Path:
+        return self.path.parent / "scripts" / object_id
+
+    def _write_script(self, object_id: str, text: str) -> None:
         """``spec.script`` is the script's text: written to a file and exec'd, so its own
         ``#!`` line picks the interpreter (a script without one fails to launch)."""
-        path = self.path.parent / "scripts" / object_id
+        path = self._script_path(object_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(spec.script or "", encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
         path.chmod(0o700)
-        return path
 
     @hookimpl
     def dispatch_discover(self, job_ids: Sequence[str]) -> Discovery:
