@@ -5,7 +5,8 @@ The record is built once per store: one job is run for real by the CLI on the lo
 backend (its first six submissions exit 1 and are resubmitted by the policy, the seventh
 reaches its time limit and is held: 22 events, an active job), and its events are copied
 under fresh job ids. Then each run is a new process, as after a restart; its CPU
-time (user+sys of the child) is printed beside its wall time, with the load average.
+time (user+sys of the child) is printed beside its wall time, with the load average, and
+its whole peak resident set over the jobs (memory target: <= 8 KiB per active job).
 
 Targets: <= 2 s CPU at 10,000 jobs and <= 10 s CPU at 50,000, on SQLite and PostgreSQL.
 ``--profile`` runs one more process under cProfile and prints where its CPU time went.
@@ -22,6 +23,7 @@ import json
 import os
 import pstats
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -66,7 +68,22 @@ def _template(store_url: str, state: Path) -> str:
     return out.stdout.split()[0]
 
 
-def _once(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+#: The child's wall and CPU seconds, peak resident set (KiB, from its own
+#: /proc/self/status at exit) and output.
+_PEAK = (
+    "import atexit, sys\n"
+    "def peak():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            print('VmHWM', line.split()[1], file=sys.stderr)\n"
+    "atexit.register(peak)\n"
+    "from dispatch.cli.main import main\n"
+    "sys.argv[0] = 'dispatch'\n"
+    "main()\n"
+)
+
+
+def _once(args: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
@@ -75,13 +92,33 @@ def _once(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(args)} exited {out.returncode}:\n{out.stderr}")
-    return wall, cpu, out.stdout
+    peaks = [int(line.split()[1]) for line in out.stderr.splitlines() if line.startswith("VmHWM")]
+    return wall, cpu, (peaks[-1] if peaks else 0), out.stdout
+
+
+def _drop(url: str) -> None:
+    """Remove a PostgreSQL record's schema (a SQLite record goes with its directory)."""
+    if not url.startswith("postgres"):
+        return
+    import psycopg
+
+    base, _, schema = url.partition("options=-csearch_path%3D")
+    with psycopg.connect(base.rstrip("?&"), autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 def run(kind: str, jobs: int, runs: int, profile: bool) -> None:
     root = Path(tempfile.mkdtemp(prefix="dispatch-cold-"))
     root.chmod(0o700)
     url = _store_url(kind, root)
+    try:
+        _measure(kind, url, root, jobs, runs, profile)
+    finally:
+        _drop(url)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _measure(kind: str, url: str, root: Path, jobs: int, runs: int, profile: bool) -> None:
     template = _template(url, root)
     events = open_store(url).read(template)
     t = time.perf_counter()
@@ -92,15 +129,18 @@ def run(kind: str, jobs: int, runs: int, profile: bool) -> None:
         f"{kind}: {jobs} held jobs x {len(events)} events built in {time.perf_counter() - t:.1f} s"
     )
     supervise = [DISPATCH, "supervise", "--once", "--json"]
+    # the same command, reporting its peak resident set as it exits
+    measured = [sys.executable, "-c", _PEAK, *supervise[1:]]
     walls, cpus = [], []
     for n in range(runs):
         load = os.getloadavg()[0]
-        wall, cpu, out = _once(supervise, env)
+        wall, cpu, peak, out = _once(measured, env)
         report = json.loads(out)
         walls.append(wall)
         cpus.append(cpu)
         print(
             f"  run {n + 1}: CPU {cpu:6.2f} s  wall {wall:6.2f} s  load average {load:.1f}  "
+            f"peak resident {peak / 1024:.0f} MiB = {peak / jobs:.1f} KiB per job  "
             f"(active={report['active']} leased={report['leased']} "
             f"decided={report['decided']} appended={report['appended']})"
         )
