@@ -281,3 +281,29 @@ def test_list_watch_piped_prints_the_table_again_when_a_row_changes(sh: Shell) -
     finally:
         watching.kill()
         watching.wait()
+
+
+def test_list_watch_on_a_terminal_redraws_in_place(sh: Shell) -> None:
+    job = sh.run("submit", "--", "true").stdout.strip()
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(sh.home)
+        args = [DISPATCH, "list", "--watch", "--interval", "0.2"]
+        os.execve(DISPATCH, args, {**sh.env, "COLUMNS": "160", "TERM": "xterm"})
+    out = b""
+    deadline = time.monotonic() + 60
+    try:
+        # the table drawn, then drawn again over itself (cursor moved up, lines erased)
+        while time.monotonic() < deadline and not (out.count(b"JOB") >= 2 and b"\x1b[2K" in out):
+            if select.select([fd], [], [], 0.5)[0]:
+                out += os.read(fd, 65536)
+        os.kill(pid, signal.SIGINT)
+        assert os.waitpid(pid, 0)[1] == 0  # Ctrl-C ends it cleanly
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(fd)
+    text = out.decode("utf-8", "replace")
+    assert text.count("JOB") >= 2 and job in text and "\x1b[2K" in text, text
