@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from dispatch.cli import backends, interventions, reading, settings, submit, supervise
+from dispatch.cli import backends, interventions, reading, settings, submit, supervise, ui
 from dispatch.cli.common import Context, Group
 
 
@@ -55,6 +55,8 @@ for command in (
     interventions.supersede,
     supervise.supervise,
     settings.config,
+    ui.ui,
+    ui.metrics,
 ):
     cli.add_command(command)
 

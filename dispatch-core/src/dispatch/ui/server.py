@@ -1,0 +1,200 @@
+"""The HTTP side of ``dispatch ui``: the standard library's server, GET (and HEAD) only.
+
+Routes: ``/`` the job list, ``/jobs/<id>`` a job's page, ``/jobs/<id>/logs`` its log tail,
+``/summary``, ``/metrics`` (Prometheus text), ``/static/...``. Any other method is 405.
+Every page carries a Content-Security-Policy that allows only this server's own script and
+stylesheet (no inline script, no other origin). Loopback by default; another address
+needs a token, given as ``Authorization: Bearer`` or once as ``?token=`` (then a cookie).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from dispatch.ui.html import Markup, html
+
+if TYPE_CHECKING:
+    from dispatch.client import Client
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+STATIC = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse an address other than loopback without a token (the pages show every job's
+    command and the scheduler's words to whoever can reach them)."""
+    from dispatch.model.errors import BadInput
+
+    if not is_loopback(host) and not token:
+        raise BadInput(
+            f"binding {host} serves the record to whoever reaches that address: give "
+            "--token (then ask with 'Authorization: Bearer TOKEN' or ?token=TOKEN once), "
+            "or bind 127.0.0.1"
+        )
+
+
+class UI:
+    """The pages of one client; one request at a time reads the record."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        token: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        from dispatch.job_records import utc_now
+        from dispatch.ui.metrics import RecordMetrics
+
+        self.client = client
+        self.token = token
+        self.clock = clock or utc_now
+        self.lock = threading.Lock()
+        self.metrics = RecordMetrics(client.store, self.clock)
+
+    def answer(self, path: str) -> tuple[int, str, bytes]:
+        """(status, content type, body) for a GET of ``path``."""
+        from dispatch.model.errors import DispatchError
+        from dispatch.ui import views
+
+        split = urlsplit(path)
+        query = dict(parse_qsl(split.query))
+        parts = [unquote(p) for p in split.path.split("/") if p]
+        page = "text/html; charset=utf-8"
+        try:
+            with self.lock:
+                now = self.clock()
+                if not parts:
+                    return 200, page, views.list_page(self.client, query, now).encode()
+                if parts == ["summary"]:
+                    return 200, page, views.summary_page(self.client, now).encode()
+                if parts == ["metrics"]:
+                    from dispatch.ui.metrics import render
+
+                    return 200, "text/plain; version=0.0.4; charset=utf-8", render(self.metrics)
+                if len(parts) == 2 and parts[0] == "jobs":
+                    return 200, page, views.job_page(self.client, parts[1], now).encode()
+                if len(parts) == 3 and parts[0] == "jobs" and parts[2] == "logs":
+                    return 200, page, views.logs_page(self.client, parts[1]).encode()
+                if len(parts) == 2 and parts[0] == "static" and parts[1] in STATIC:
+                    body = resources.files("dispatch.ui").joinpath("static", parts[1]).read_bytes()
+                    return 200, STATIC[parts[1]], body
+            return _error(HTTPStatus.NOT_FOUND, f"nothing at {split.path}")
+        except views.NotFound as exc:
+            return _error(HTTPStatus.NOT_FOUND, str(exc))
+        except views.BadQuery as exc:
+            return _error(HTTPStatus.BAD_REQUEST, str(exc))
+        except DispatchError as exc:  # a record the page cannot read: said in the page
+            return _error(HTTPStatus.SERVICE_UNAVAILABLE, f"the record cannot be read: {exc}")
+
+    def allowed(self, headers: Any, path: str) -> tuple[bool, str | None]:
+        """Whether the request carries the token (always, without one); and a cookie to
+        set when it came as ``?token=``."""
+        if not self.token:
+            return True, None
+        given = headers.get("Authorization", "")
+        if given.startswith("Bearer ") and hmac.compare_digest(given[7:], self.token):
+            return True, None
+        cookies = headers.get("Cookie", "")
+        for part in cookies.split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == "dispatch_token" and hmac.compare_digest(value, self.token):
+                return True, None
+        query = dict(parse_qsl(urlsplit(path).query))
+        if hmac.compare_digest(query.get("token", ""), self.token):
+            return True, f"dispatch_token={self.token}; HttpOnly; SameSite=Strict; Path=/"
+        return False, None
+
+
+def _error(status: HTTPStatus, words: str) -> tuple[int, str, bytes]:
+    from dispatch.ui.views import layout
+
+    body = layout(
+        str(status.value), html('<h1>{}</h1><p class="error">{}</p>', status.phrase, words)
+    )
+    return status.value, "text/html; charset=utf-8", body.encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    ui: UI
+    server_version = "dispatch-ui"
+
+    def _send(
+        self, status: int, kind: str, body: bytes, head: bool, cookie: str | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Security-Policy", CSP)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Cache-Control", "no-store")
+        if cookie is not None:
+            self.send_header("Set-Cookie", cookie)
+        if status == HTTPStatus.METHOD_NOT_ALLOWED:
+            self.send_header("Allow", "GET, HEAD")
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _get(self, head: bool) -> None:
+        ok, cookie = self.ui.allowed(self.headers, self.path)
+        if not ok:
+            status, kind, body = _error(HTTPStatus.UNAUTHORIZED, "this server needs its token")
+        else:
+            status, kind, body = self.ui.answer(self.path)
+        self._send(status, kind, body, head, cookie)
+
+    def do_GET(self) -> None:
+        self._get(head=False)
+
+    def do_HEAD(self) -> None:
+        self._get(head=True)
+
+    def _refuse(self) -> None:
+        status, kind, body = _error(
+            HTTPStatus.METHOD_NOT_ALLOWED, f"{self.command}: this view is read-only (GET only)"
+        )
+        self._send(status, kind, body, head=False)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("do_"):  # every other method, known or not
+            return self._refuse
+        raise AttributeError(name)
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: no request log
+        return
+
+
+def make_server(ui: UI, host: str = "127.0.0.1", port: int = 8000) -> ThreadingHTTPServer:
+    """A server for ``ui`` bound to ``host:port`` (port 0: any free one); refuses another
+    address than loopback without the UI's token."""
+    check_bind(host, ui.token)
+    handler = type("BoundHandler", (Handler,), {"ui": ui})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+__all__ = ["CSP", "UI", "Markup", "check_bind", "make_server"]
