@@ -636,7 +636,14 @@ class Supervisor:
 
         stop = stop or threading.Event()
         while True:
-            report = self.tick()
+            try:
+                report = self.tick()
+            except Unreachable as exc:
+                # The record store could not be reached for the tick (a server restarting,
+                # a disk full): nothing half-done is trusted, and the next tick reads the
+                # record again (the store reconnects); the loop never dies of it.
+                log.warning("tick skipped: %s", exc)
+                report = TickReport(at=self.clock(), errors=[f"tick skipped: {exc}"])
             if on_tick is not None:
                 on_tick(report)
             if until is not None and until(report):

@@ -14,13 +14,21 @@ Same contract as SQLite (S-33, S-35). How it keeps it with writers on many hosts
   sees the new token and is refused.
 - Bodies are stored as text, byte for byte what ``encode_event`` wrote, and decoded by the
   same strict decoder as SQLite's.
+- A connection lost mid-call (the server restarted, ``pg_terminate_backend``, a network
+  cut) is reconnected, waiting up to ``reconnect_window`` seconds for the server to come
+  back. A read or a lease/beat transaction is run again. An append is never run again
+  blind: its commit may have reached the server with the answer lost, so the rows are
+  read back first (the bodies are compared byte for byte); only an append that is not
+  there is tried again. Nothing is appended twice and nothing acknowledged is lost.
 
 psycopg is imported here only, when a PostgreSQL store is opened (``dispatch-core[postgres]``).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -34,7 +42,7 @@ from dispatch.model.errors import (
     RecordConflict,
     Unreachable,
 )
-from dispatch.store.base import Lease, Prepared, key_conflict
+from dispatch.store.base import Lease, Prepared, VersionConflict, key_conflict
 from dispatch.store.redact import redact_text, secrets_in
 from dispatch.store.sql import Dialect, SQLStore
 
@@ -149,6 +157,12 @@ _SCHEMA = (
 #: How often a transaction that PostgreSQL aborted to break a deadlock is tried again.
 _RETRIES = 5
 
+#: Seconds a store waits for its server to answer again after a connection was lost
+#: mid-call (a fast restart takes a few), before it gives up with ``Unreachable``.
+RECONNECT_WINDOW = 15.0
+
+log = logging.getLogger(__name__)
+
 _T = TypeVar("_T")
 
 
@@ -166,6 +180,11 @@ def _privilege_error() -> type[Exception]:
 
 class _Deadlock(Unreachable):
     """PostgreSQL aborted the transaction to break a deadlock: safe to run it again."""
+
+
+class _Lost(Unreachable):
+    """The connection broke during the call: whatever was sent may or may not have been
+    committed (a COMMIT whose answer never came)."""
 
 
 DIALECT = Dialect(
@@ -200,6 +219,7 @@ class PostgresStore(SQLStore):
         schema: str | None = None,
         connect_timeout: int = 10,
         application_name: str = "dispatch",
+        reconnect_window: float = RECONNECT_WINDOW,
     ) -> None:
         try:
             import psycopg  # noqa: F401
@@ -213,6 +233,7 @@ class PostgresStore(SQLStore):
         self._schema = schema
         self._connect_timeout = connect_timeout
         self._application_name = application_name
+        self._reconnect_window = reconnect_window
         self.location = _describe(dsn) + (f" (schema {schema})" if schema else "")
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
@@ -324,7 +345,9 @@ class PostgresStore(SQLStore):
                 f"record store {self.location}: {what} failed: {self._safe(exc)}"
             ) from None
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            raise Unreachable(
+            conn = self._conn
+            lost = conn is None or conn.closed or conn.broken
+            raise (_Lost if lost else Unreachable)(
                 f"record store {self.location}: {what} failed: {self._safe(exc)}"
             ) from None
         except psycopg.errors.UniqueViolation as exc:
@@ -342,26 +365,120 @@ class PostgresStore(SQLStore):
                 f"record store {self.location}: {what} failed in the database: {self._safe(exc)}"
             ) from None
 
+    def _connected(self, deadline: float | None) -> psycopg.Connection[Any]:
+        """The connection; after a loss (``deadline`` set), wait for the server to answer
+        again until ``deadline``, with a growing pause between tries."""
+        pause = 0.1
+        while True:
+            try:
+                return self._connect()
+            except Unreachable:
+                if deadline is None or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    def _after_loss(self, deadline: float | None, lost: _Lost) -> float:
+        """The deadline for reconnecting, set at the first loss; raise once it has passed."""
+        if deadline is None:
+            log.warning("%s; reconnecting", lost)
+            return time.monotonic() + self._reconnect_window
+        if time.monotonic() > deadline:
+            raise lost
+        return deadline
+
     def _transaction(self, what: str, body: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        """Run ``body`` in one transaction; retry when PostgreSQL broke a deadlock."""
+        """Run ``body`` in one transaction; retry when PostgreSQL broke a deadlock, and on
+        a new connection when the connection was lost. An append's transaction is never
+        run again here: :meth:`_append_prepared` reads it back first."""
 
         with self._lock:
-            for attempt in range(_RETRIES):
-                conn = self._connect()
+            deadline: float | None = None
+            deadlocks = 0
+            while True:
+                conn = self._connected(deadline)
                 try:
                     with self._translate(what), conn.transaction():
                         return body(conn)
                 except _Deadlock:
-                    if attempt + 1 < _RETRIES:
+                    deadlocks += 1
+                    if deadlocks < _RETRIES:
                         continue
                     raise
-            raise AssertionError("unreachable: the loop returns or raises")
+                except _Lost as lost:
+                    if what == "append":
+                        raise
+                    deadline = self._after_loss(deadline, lost)
 
     def _rows(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            conn = self._connect()
-            with self._translate(what):
-                return conn.execute(sql, tuple(params)).fetchall()
+            deadline: float | None = None
+            while True:
+                conn = self._connected(deadline)
+                try:
+                    with self._translate(what):
+                        return conn.execute(sql, tuple(params)).fetchall()
+                except _Lost as lost:  # a read is safe to ask again
+                    deadline = self._after_loss(deadline, lost)
+
+    def _append_prepared(self, items: list[Prepared]) -> dict[str, int | RecordConflict]:
+        """Append; when the connection is lost on the way, read the rows back on a new
+        connection before anything is sent again (see the module docstring)."""
+        with self._lock:
+            deadline: float | None = None
+            while True:
+                try:
+                    if deadline is None:
+                        return super()._append_prepared(items)
+                    known = self._read_back(items, deadline)
+                    if known is not None:
+                        return known
+                    return super()._append_prepared(items)
+                except _Lost as lost:
+                    try:
+                        deadline = self._after_loss(deadline, lost)
+                    except _Lost:
+                        ids = ", ".join(i.batch.job_id for i in items)
+                        raise Unreachable(
+                            f"{lost}; the server did not answer again within "
+                            f"{self._reconnect_window:g} s, so whether the append to {ids} "
+                            "was committed is not known yet: the record says once it answers"
+                        ) from None
+
+    def _read_back(
+        self, items: list[Prepared], deadline: float
+    ) -> dict[str, int | RecordConflict] | None:
+        """After a lost connection: the append's result if it was committed (its rows are
+        there, byte for byte), None if it was not (nothing of it is there)."""
+        conn = self._connected(deadline)
+        found: dict[str, bool] = {}
+        with self._translate("reading back an append"):
+            for item in items:
+                first, last = item.rows[0][1], item.rows[-1][1]
+                there = conn.execute(
+                    "SELECT seq, body FROM dispatch_events WHERE job_id = %s "
+                    "AND seq BETWEEN %s AND %s ORDER BY seq",
+                    (item.batch.job_id, first, last),
+                ).fetchall()
+                found[item.batch.job_id] = [tuple(r) for r in there] == [
+                    (row[1], row[4]) for row in item.rows
+                ]
+            if not any(found.values()):
+                log.warning("an append lost in transit was not committed; appending it again")
+                return None
+            log.warning("an append lost in transit was committed; not appending it again")
+            result: dict[str, int | RecordConflict] = {}
+            for item in items:
+                job_id = item.batch.job_id
+                if found[job_id]:
+                    result[job_id] = item.version
+                    continue
+                row = conn.execute(
+                    "SELECT version FROM dispatch_jobs WHERE job_id = %s", (job_id,)
+                ).fetchone()
+                actual = int(row[0]) if row else 0
+                result[job_id] = VersionConflict(job_id, item.batch.expected_version, actual)
+            return result
 
     def _lock_appends(self, conn: Any) -> None:
         conn.execute("LOCK TABLE dispatch_events IN EXCLUSIVE MODE")

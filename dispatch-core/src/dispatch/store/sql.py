@@ -128,6 +128,11 @@ class SQLStore(RecordStore):
         items = prepare(batches)
         if not items:
             return {}
+        return self._append_prepared(items)
+
+    def _append_prepared(self, items: list[Prepared]) -> dict[str, int | RecordConflict]:
+        """Append checked batches in one transaction (a driver whose commit can be lost in
+        transit reads the rows back before it tries again: ``PostgresStore``)."""
         try:
             return self._transaction("append", lambda c: self._append(c, items, isolate=False))
         except RecordConflict:
