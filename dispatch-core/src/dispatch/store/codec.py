@@ -25,6 +25,15 @@ sets of names being disjoint; the tail's text was accepted once as part of a who
 and validation is a function of the text alone (no model validators). ``object_id`` is a
 plain ``str`` in every event that names one, so any such string is as valid as the first.
 
+Likewise a cause's time: the events that carry one cause at the top (recovery-started,
+hold-placed, submission-failed, cancel-requested, escalation-raised, outcome-committed)
+differ from job to job in little but the times, the event's and its cause's. Their tail is
+remembered without the cause's ``at`` (``_CAUSE_AT`` finds it: a JSON string never holds
+an unescaped quote, so the text it matches is structure, and a remembered tail's match
+was checked against the decoded event's ``cause.at``); a later row's cause time must be
+one the strict decoder accepts (``_time``), and its cause is the remembered one with that
+time. ``Cause`` has no validators either, and its ``at`` is validated as the event's is.
+
 A job-created row whose tail is new (another name, say) still shares its spec and plan
 with an equal one decoded before (``_intern``), so 50,000 jobs of one sweep hold one plan.
 
@@ -44,14 +53,21 @@ from typing import Any
 
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
+from dispatch.core.cause import Cause
 from dispatch.model.events import (
+    CancelRequested,
+    EscalationRaised,
     Event,
     GateOpened,
+    HoldPlaced,
     JobCreated,
     ObjectFound,
     ObjectMissing,
+    OutcomeCommitted,
+    RecoveryStarted,
     StopRequested,
     SubmissionCreated,
+    SubmissionFailed,
     decode_event,
 )
 
@@ -64,7 +80,26 @@ _ROW = re.compile(
     r'(?:("type":"(?:submission-created|gate-opened|stop-requested|object-missing|object-found)"'
     r',"submission":[1-9][0-9]{0,17},"object_id":")([^"\\\x00-\x1f]*)(?="))?'
 )
+#: In a tail without an object id, the top-level cause up to its time (group 1): every
+#: field before ``at`` in the order ``encode_event`` writes them, each as JSON writes it.
+_CAUSE_AT = re.compile(
+    r'"cause":\{"kind":"[a-z-]+","provenance":"[a-z-]+","actor":(?:null|"[^"\\\x00-\x1f]*"),'
+    r'"detail":"(?:[^"\\\x00-\x1f]|\\.)*","exit_code":(?:null|-?[0-9]{1,18}),'
+    r'"at":"([0-9T:.+\-Z]{20,35})"'
+)
 _HEAD_FIELDS = frozenset(("job_id", "seq", "at", "actor"))
+#: The event classes ``_CAUSE_AT`` may find the cause of: a ``cause: Cause`` field at the
+#: top, no object id, and no other field that could hold an object with a cause.
+_TIMED_CAUSE = frozenset(
+    (
+        RecoveryStarted,
+        HoldPlaced,
+        SubmissionFailed,
+        CancelRequested,
+        EscalationRaised,
+        OutcomeCommitted,
+    )
+)
 #: The event classes group 6 may name the object of: in each, ``object_id`` is a plain
 #: ``str`` (any string is valid), right after ``submission``.
 _NAMED_OBJECT = frozenset(
@@ -84,6 +119,11 @@ _Known = tuple[type[Any], dict[str, Any], set[str]]
 #: always matches group 5, so it is only ever looked up without its id.
 _tails: dict[str, _Known] = {}
 _fresh: dict[str, Event] = {}
+#: The same, for tails remembered without their cause's time (keyed by the tail with the
+#: time replaced by NUL, which valid JSON text never holds raw, so the cut is where it
+#: was: one NUL in both keys); the cause's fields-set and time text go with them.
+_timed: dict[str, tuple[type[Any], dict[str, Any], set[str], set[str], str]] = {}
+_timed_fresh: dict[str, tuple[Event, str]] = {}
 _times: dict[str, datetime] = {}
 _created: dict[str, Any] = {}
 _TIME: list[TypeAdapter[datetime]] = []
@@ -126,6 +166,13 @@ def decode_body(body: str | bytes) -> Event:
     else:
         tail = body[row.start(5) : row.start(6)] + body[row.end() :]
     known = _tails_get(tail) or _promote(tail)
+    cause_at = None
+    if known is None and object_id is None:
+        cause_at = _CAUSE_AT.search(tail)
+        if cause_at is not None:
+            event = _timed_event(tail, cause_at, job_id, seq, when, actor)
+            if event is not None:
+                return event
     if known is not None:
         at = _times_get(when) or _time(when)
         if at is not None:
@@ -146,7 +193,63 @@ def decode_body(body: str | bytes) -> Event:
             _set(model, "__pydantic_private__", None)
             return model  # type: ignore[no-any-return]
     event = decode_event(body)
-    _remember(event, row, tail)
+    _remember(event, row, tail, cause_at)
+    return event
+
+
+def _timed_event(
+    tail: str, cause_at: re.Match[str], job_id: str, seq: str, when: str, actor: str
+) -> Event | None:
+    """The event of a tail remembered without its cause's time, or None (not known, or a
+    time the strict decoder would refuse: the caller decodes the row strictly)."""
+    start, end = cause_at.span(1)
+    key = tail[:start] + "\x00" + tail[end:]
+    text = tail[start:end]
+    known = _timed.get(key)
+    if known is None:
+        seen = _timed_fresh.pop(key, None)
+        if seen is None:
+            return None
+        first, first_text = seen
+        values = dict(first.__dict__)
+        known = (
+            type(first),
+            values,
+            set(first.__pydantic_fields_set__) | _HEAD_FIELDS,
+            values["cause"].__pydantic_fields_set__,
+            first_text,
+        )
+        if len(_timed) >= LIMIT:
+            _timed.clear()
+        _timed[key] = known
+    at = _times_get(when) or _time(when)
+    if at is None:
+        return None
+    cls, template, fields_set, cause_fields, first_text = known
+    cause = template["cause"]
+    if text != first_text:  # the same text is the same cause: shared, as equal tails are
+        cause_time = _times_get(text) or _time(text)
+        if cause_time is None:
+            return None
+        cause_values = cause.__dict__.copy()
+        cause_values["at"] = cause_time
+        cause = _new(Cause)
+        _set(cause, "__dict__", cause_values)
+        _set(cause, "__pydantic_fields_set__", cause_fields)
+        _set(cause, "__pydantic_extra__", None)
+        _set(cause, "__pydantic_private__", None)
+    values = template.copy()
+    values["job_id"] = job_id
+    values["seq"] = int(seq)
+    values["at"] = at
+    values["actor"] = None if actor == "null" else actor[1:-1]
+    values["cause"] = cause
+    model = _new(cls)
+    _set(model, "__dict__", values)
+    _set(model, "__pydantic_fields_set__", fields_set)
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
+    event: Event = model
     return event
 
 
@@ -164,7 +267,9 @@ def _promote(tail: str) -> _Known | None:
     return known
 
 
-def _remember(event: Event, row: re.Match[str], tail: str) -> None:
+def _remember(
+    event: Event, row: re.Match[str], tail: str, cause_at: re.Match[str] | None = None
+) -> None:
     job_id, seq, when, actor, _, object_id = row.groups()
     if (
         event.job_id != job_id
@@ -178,6 +283,23 @@ def _remember(event: Event, row: re.Match[str], tail: str) -> None:
         return  # likewise for the object id
     if isinstance(event, JobCreated):
         _intern(event, tail)
+    if cause_at is not None and type(event) in _TIMED_CAUSE:
+        cause = getattr(event, "cause", None)
+        start, end = cause_at.span(1)
+        if (
+            type(cause) is Cause
+            and cause.at is not None
+            and cause.at == _time(tail[start:end])
+            and "at" in cause.__pydantic_fields_set__
+        ):
+            # remembered without the cause's time only: a tail with a time of its own
+            # would churn the plain caches (and hold every event of a cold start)
+            if len(_timed_fresh) >= LIMIT:
+                _timed_fresh.clear()
+            _timed_fresh[tail[:start] + "\x00" + tail[end:]] = (event, tail[start:end])
+            if len(_times) < LIMIT:
+                _times.setdefault(when, event.at)
+            return
     if len(_fresh) >= LIMIT:
         _fresh.clear()
     _fresh[tail] = event
@@ -206,6 +328,8 @@ def forget() -> None:
     """Empty the caches (tests; a long-lived process never needs to)."""
     _tails.clear()
     _fresh.clear()
+    _timed.clear()
+    _timed_fresh.clear()
     _times.clear()
     _created.clear()
 
