@@ -24,6 +24,7 @@ from dispatch.store.base import Feed, RecordStore
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend
 from dispatch_testing.simulated.scheduler import exit_with, runs_forever, succeed
+from dispatch_testing.waiting import eventually
 
 SPEC = JobSpec(command=("python", "train.py"), resources={"nodes": 2})
 PREEMPT = ([CauseKind.PREEMPTED], Action.RESUBMIT, 2)
@@ -180,10 +181,22 @@ def test_the_table_has_a_header_and_a_row_per_job_piped_plain(sh: Shell) -> None
     first = sh.run("submit", "--name", "first", "--", "true").stdout.strip()
     second = sh.run("submit", "--name", "second", "--", "sleep", "60").stdout.strip()
     try:
-        out = sh.run("list")
-        assert out.returncode == 0, out.stderr
-        assert "\x1b" not in out.stdout  # piped: plain text
-        lines = out.stdout.splitlines()
+
+        def listed() -> str:
+            out = sh.run("list")
+            assert out.returncode == 0, out.stderr
+            return out.stdout
+
+        def settled(text: str) -> bool:  # the runner may still be starting under load
+            rows = {line.split()[0]: line.split() for line in text.splitlines()[1:]}
+            return (
+                rows.get(second, [""] * 5)[4] == "running"
+                and rows.get(first, [""] * 5)[4].rstrip("*") == "succeeded"
+            )
+
+        text = eventually(listed, until=settled, what="one job running, one succeeded")
+        assert "\x1b" not in text  # piped: plain text
+        lines = text.splitlines()
         assert lines[0].split() == [
             "JOB",
             "NAME",
@@ -198,7 +211,7 @@ def test_the_table_has_a_header_and_a_row_per_job_piped_plain(sh: Shell) -> None
         rows = {line.split()[0]: line.split() for line in lines[1:] if line.startswith("j")}
         assert rows[second][1:3] == ["second", "local"] and rows[second][4] == "running"
         assert rows[first][1] == "first" and rows[first][4].rstrip("*") == "succeeded"
-        assert "active" not in out.stdout
+        assert "active" not in text
         listed = {r["job_id"]: r for r in sh.json("list")}  # type: ignore[union-attr,index]
         assert listed[second]["state"] == "running" and listed[second]["attempt"] == 1
         assert listed[second]["object_id"].startswith("local-")
