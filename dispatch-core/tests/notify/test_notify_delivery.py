@@ -75,6 +75,9 @@ def test_never_twice_across_restarts(
     assert job.wait(timeout=60, interval=0.2).state.value == "failed"
     started.poke()
     eventually(lambda: len(receiver.bodies) == 1, what="1 delivered")
+    # received is not yet recorded: the pass ends (cursor written, lock let go) after the
+    # answer, and a notifier still in its pass makes the next one wait its turn
+    assert started.flush(60)
     started.close()
     for _ in range(3):  # three "restarted supervisors" reading the same cursor
         again = _notifier(url, tmp_path, url=receiver.url)
