@@ -22,10 +22,21 @@ fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 say "installing the distributions (editable) and the test tools"
 "$VENV/bin/python" -m pip install -q \
-    -e "./dispatch-core[postgres]" -e ./dispatch-testing -e ./dispatch-slurm -e ./dispatch-kubeflow \
+    -e "./dispatch-core[postgres,ui]" -e ./dispatch-testing -e ./dispatch-slurm -e ./dispatch-kubeflow \
     -e ./dispatch-slurm-testing -e ./dispatch-kubeflow-testing \
     -e ./examples/dispatch-example \
-    pytest hypothesis ruff mypy build
+    pytest hypothesis ruff mypy build selenium
+
+# dispatch ui's browser tests drive Debian's headless Chromium through its chromedriver
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    if [ "$(id -u)" = 0 ]; then
+        say "chromium and chromium-driver (the browser tests of dispatch ui)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+    else
+        say "chromium is missing: the browser tests will fail; as root: apt-get install chromium chromium-driver"
+    fi
+fi
 
 if [ "${1:-}" = services ]; then
     if [ "$(id -u)" != 0 ]; then

@@ -108,7 +108,14 @@ def make_record(store: RecordStore) -> Record:
 @contextmanager
 def serving(client: Client, **options: Any) -> Iterator[str]:
     """A ``dispatch ui`` server over ``client`` on a free loopback port: its base URL."""
-    server = make_server(UI(client, **options), "127.0.0.1", 0)
+    with serve(UI(client, **options)) as base:
+        yield base
+
+
+@contextmanager
+def serve(ui: UI) -> Iterator[str]:
+    """``ui`` served on a free loopback port, from a thread: its base URL."""
+    server = make_server(ui, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
