@@ -264,3 +264,29 @@ def test_a_sqlite_record_on_a_network_file_system_is_refused_or_warned(tmp_path,
             cli, ["--store", f"sqlite://{record}", "supervise", "--status", "--json"]
         ).stdout
     )
+
+
+def test_a_watch_following_the_job_shows_as_its_supervisor(sh):
+    """``dispatch watch`` supervises its job while it runs: status, from another process,
+    names it (it records no beat: it watches that job alone)."""
+    job = sh.run("submit", "--", "sleep", "300").stdout.strip()
+    watch = subprocess.Popen(
+        [DISPATCH, "watch", job, "--interval", "0.2"],
+        env=sh.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        seen = eventually(
+            lambda: _status(sh, job)["supervisor"],
+            until=lambda s: s["holds_lease"],
+            what="the watch holds the job",
+        )
+        assert seen["watched"] and seen["pid"] == watch.pid
+        assert "which follows this job alone" in seen["message"]
+        assert sh.run("cancel", job).returncode == 0
+        assert watch.wait(timeout=120) == 5  # the job was cancelled
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()

@@ -40,9 +40,13 @@ def test_a_ticking_supervisor_without_the_lease_takes_the_job_next():
     assert "next tick" in seen.message
 
 
-def test_a_lease_held_by_a_process_that_records_no_beats_falls_back_to_the_supervisors():
-    seen = supervision("laptop:99", [beat("login1:42", 3)], NOW)
-    assert seen.watched and seen.owner == "login1:42" and not seen.holds_lease
+def test_a_lease_held_by_a_process_that_records_no_beats_follows_the_job_alone():
+    """``watch`` or ``submit --wait``: it supervises this job, and records no beat."""
+    for beats in ([], [beat("login1:42", 3)], [beat("login1:42", 3600)]):
+        seen = supervision("laptop:99", beats, NOW)
+        assert seen.watched and seen.holds_lease
+        assert (seen.owner, seen.host, seen.pid) == ("laptop:99", "laptop", 99)
+        assert seen.message.startswith("supervised by laptop:99, which follows this job alone")
 
 
 def test_no_tick_within_the_lease_is_said_loudly_with_how_long():

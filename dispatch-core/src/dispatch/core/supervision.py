@@ -49,6 +49,8 @@ def supervision(
     holder = by_owner.get(lease_owner) if lease_owner else None
     if holder is not None and ticking(holder, now):
         return _watched(holder, now, holds=True)
+    if lease_owner and holder is None:
+        return _following(lease_owner)
     running = [b for b in known if ticking(b, now)]
     if running:
         return _watched(running[0], now, holds=False)
@@ -65,6 +67,22 @@ def supervision(
         pid=last.pid,
         last_tick=last.last_tick,
         seconds_since_tick=since,
+    )
+
+
+def _following(owner: str) -> Supervision:
+    """A live lease held by a process that records no beats: one supervising this job
+    alone (``dispatch watch``, ``submit --wait``, ``JobHandle.wait``), or the one tick a
+    command runs on it. It acts on the job while its lease lasts."""
+    host, _, pid = owner.rpartition(":")
+    return Supervision(
+        watched=True,
+        message=f"supervised by {owner}, which follows this job alone "
+        "(`dispatch watch` or `submit --wait`)",
+        owner=owner,
+        host=host or None,
+        pid=int(pid) if pid.isdigit() else None,
+        holds_lease=True,
     )
 
 
