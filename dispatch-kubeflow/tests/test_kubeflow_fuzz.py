@@ -230,7 +230,7 @@ class _ServedBackend(KubeflowBackend):
 
 
 def _discover(answer: dict[str, list[Any]], trainer: tuple[int, int]) -> dict[tuple[str, int], Any]:
-    """Trainer 2.0 lists pods by their JobSets' names, read from the Jobs listed. Nothing
+    """Trainer 2.0 lists Jobs and pods by their JobSets' names (the TrainJobs'). Nothing
     is written on a TrainJob dispatch cannot read."""
     backend = _ServedBackend(answer, trainer)
     views = backend.dispatch_discover([JOB]).objects

@@ -435,12 +435,20 @@ class KubeflowBackend:
         selector = self.selector(wanted)
         trainjobs = kube.list_trainjobs(selector)
         jobsets = kube.list_jobsets(selector)
-        jobs = kube.list_jobs(selector)
-        if self.config.trainer_version >= (2, 1):
+        if self.config.trainer_version >= (2, 2):
+            jobs = kube.list_jobs(selector)
             pods = kube.list_pods(selector)
         else:
-            names = jobset_names(jobs)
-            pods = kube.list_pods(f"{tags.JOBSET_NAME} in ({','.join(names)})") if names else []
+            # Trainer 2.0/2.1 label only the JobSet: its Jobs (and on 2.0 its Pods) are
+            # found by the JobSet's name, one list of each kind as on 2.2
+            names = jobset_names(trainjobs, jobsets)
+            by_jobset = (
+                f"{tags.JOBSET_NAME} in ({','.join(names)})"
+                if len(names) <= self.config.selector_limit
+                else tags.JOBSET_NAME
+            )
+            jobs = kube.list_jobs(by_jobset) if names else []
+            pods = kube.list_pods(by_jobset) if names else []
         nodes = self._nodes() if needs_nodes(pods) else []
         queued = queued_uids(trainjobs)
         workloads: list[dict[str, Any]] = []

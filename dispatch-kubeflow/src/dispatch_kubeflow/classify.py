@@ -418,11 +418,14 @@ TABLE: tuple[Row, ...] = (
         tests=("test_runtime_not_supported_is_launch_failed",)),
     Row(("failed", "pods-say-why"), E, "Failed", "ending", None, "ending",
         "the JobSet failed; its Jobs and Pods say why (root cause: the earliest failing "
-        "pod, not those killed in its wake)", reasons=JOBSET_FAILURES,
+        "pod, not those killed in its wake). Trainer 2.0, 2.1 and 2.2 alike: before 2.2 "
+        "the Jobs (and on 2.0 the Pods) carry no dispatch label and are listed by "
+        "`jobset.sigs.k8s.io/jobset-name`", reasons=JOBSET_FAILURES,
         tests=("test_root_cause_is_the_earliest_failing_pod_not_those_killed_after_it",
                "test_job_deadline_is_time_limit_although_trainjob_says_failed_jobs",
                "test_pod_failure_policy_exit_message_without_pods_is_non_zero_exit",
-               "test_pod_failure_policy_disruption_message_without_pods_is_preempted")),
+               "test_pod_failure_policy_disruption_message_without_pods_is_preempted",
+               "test_every_trainer_version_reads_the_same_ending")),
     Row(("failed",), E, "Failed", "trainjob-failed", K.UNKNOWN, "cause",
         "failed and nothing left says why, or a reason this table does not know: the "
         "TrainJob's words, never a guessed kind (S-4)",

@@ -173,9 +173,15 @@ def restarts_of(jobset: Obj | None) -> object:
     return status(jobset).get("restarts") or 0
 
 
-def jobset_names(jobs: Iterable[object]) -> list[str]:
-    """The JobSets these Jobs belong to (Trainer 2.0 lists pods by them)."""
-    return sorted({text(labels(j).get(tags.JOBSET_NAME)) for j in jobs} - {""})
+def jobset_names(trainjobs: Iterable[object], jobsets: Iterable[object]) -> list[str]:
+    """The JobSets of these TrainJobs (each named like its TrainJob) and of these JobSets:
+    before Trainer 2.2 a TrainJob's ``spec.labels`` reach only its JobSet's metadata (the
+    Trainer's ``newRuntimeInfo`` gives them to the JobSet, and JobSet labels a Job from
+    its replicated Job template), so Jobs and Pods are listed by
+    ``jobset.sigs.k8s.io/jobset-name``, which JobSet puts on both. Only names that can
+    stand in a label selector."""
+    found = {name_of(o) for o in (*trainjobs, *jobsets)}
+    return sorted(n for n in found if n and len(n) <= 63 and tags.is_label_value(n))
 
 
 def needs_nodes(pods: Iterable[object]) -> bool:

@@ -40,6 +40,10 @@ def job_label(job_id: str) -> str:
     return "h-" + hashlib.sha256(job_id.encode()).hexdigest()[:40]
 
 
+def is_label_value(value: str) -> bool:
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+
+
 def labels(job_id: str, submission: int) -> dict[str, str]:
     return {JOB: job_label(job_id), SUBMISSION: str(submission), MANAGED: "true"}
 

@@ -164,11 +164,10 @@ def build_jobset(c: Cluster, tj: Obj, runtime: Obj) -> Obj:
         rj["replicas"] = 1
         rtmpl = rj.setdefault("template", {})
         rmeta = rtmpl.setdefault("metadata", {})
-        rmeta["labels"] = {
-            **(rmeta.get("labels") or {}),
-            **(spec.get("labels") or {}),
-            **job_labels.get(rj["name"], {}),
-        }
+        # spec.labels (Trainer 2.0/2.1) reach only the JobSet's metadata: the Trainer's
+        # newRuntimeInfo gives them to the JobSet, and JobSet labels each Job from its
+        # replicated Job template, never from the JobSet's own labels
+        rmeta["labels"] = {**(rmeta.get("labels") or {}), **job_labels.get(rj["name"], {})}
         jspec = rtmpl.setdefault("spec", {})
         pmeta = jspec.setdefault("template", {}).setdefault("metadata", {})
         pmeta["labels"] = {**(pmeta.get("labels") or {}), **pod_labels.get(rj["name"], {})}
