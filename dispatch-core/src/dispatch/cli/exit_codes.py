@@ -28,6 +28,7 @@ from dispatch.model.errors import (
     RecordConflict,
     SubmitRefused,
     Unreachable,
+    no_space,
 )
 
 OK = 0
@@ -79,6 +80,8 @@ def message(exc: BaseException) -> str:
         return str(exc) or type(exc).__name__
     if isinstance(exc, OSError):
         where = f" {exc.filename}" if exc.filename else ""
+        if no_space(exc):
+            return f"no space left on{where or ' the device'}: free space and run again"
         return f"system error{where}: {exc.strerror or exc}"
     return (
         f"internal error (a bug in dispatch or a backend; please report it): "

@@ -48,7 +48,14 @@ from dispatch.local.records import (
 from dispatch.model.declarations import Declarations
 from dispatch.model.discovery import Discovery, ObjectView
 from dispatch.model.enums import Capability, CauseKind, Provenance
-from dispatch.model.errors import BadInput, DecodeError, SubmitRefused, Unreachable
+from dispatch.model.errors import (
+    BadInput,
+    DecodeError,
+    NoSpace,
+    SubmitRefused,
+    Unreachable,
+    no_space,
+)
 from dispatch.model.prepared import Prepared
 from dispatch.model.selection import LogSelection
 from dispatch.model.spec import JobSpec
@@ -181,6 +188,8 @@ class LocalBackend:
                 self._children.discard(pid)
 
     def _unreachable(self, exc: OSError) -> Unreachable:
+        if no_space(exc):
+            return NoSpace(f"the local state directory {self.state.root}", str(exc))
         return Unreachable(f"local state directory {self.state.root}: {exc}")
 
     @hookimpl

@@ -39,6 +39,23 @@ class Unreachable(DispatchError, ConnectionError):
     """The scheduler (or record store) could not be reached. Retryable; never a state (S-5)."""
 
 
+class NoSpace(Unreachable):
+    """The file system holding the record or a backend's files is full. Retryable like
+    any unreachable store: the command, or the supervisor's next tick, goes on once
+    space is freed; nothing half-written is kept."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        super().__init__(f"no space left on {where} ({detail}): free space and run again")
+
+
+def no_space(exc: BaseException) -> bool:
+    """Whether an OS error is a full file system (or a quota)."""
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 class SubmitRefused(DispatchError):
     """The scheduler was reached and refused the submission; ``detail`` is its words
     verbatim. The core records it as an ending with cause ``launch-failed``."""

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from dispatch.model.errors import BadInput, DecodeError, RecordConflict, Unreachable
+from dispatch.model.errors import (
+    BadInput,
+    DecodeError,
+    NoSpace,
+    RecordConflict,
+    Unreachable,
+    no_space,
+)
 from dispatch.store.base import Lease, Prepared, key_conflict
 from dispatch.store.permissions import (
     check_private_file,
@@ -118,6 +125,9 @@ DIALECT = Dialect(
 )
 
 _WRITE_REFUSED = (errno.EROFS, errno.EACCES, errno.EPERM)
+#: Free bytes under which an I/O error of SQLite's is taken for a full file system (the
+#: WAL index alone needs 32 KiB to grow).
+_ROOM = 1 << 20
 
 
 class SQLiteStore(SQLStore):
@@ -146,6 +156,10 @@ class SQLiteStore(SQLStore):
         try:
             private_dirs(self.path.parent, "the record store's directory")
         except OSError as exc:
+            if no_space(exc):
+                raise NoSpace(
+                    f"{self.path.parent} (record store {self.location})", str(exc)
+                ) from exc
             if exc.errno not in _WRITE_REFUSED:
                 raise Unreachable(f"cannot open the record store {self.location}: {exc}") from exc
             raise BadInput(
@@ -157,6 +171,10 @@ class SQLiteStore(SQLStore):
         except BadInput:
             raise
         except OSError as exc:
+            if no_space(exc):
+                raise NoSpace(
+                    f"{self.path.parent} (record store {self.location})", str(exc)
+                ) from exc
             raise Unreachable(f"cannot open the record store {self.location}: {exc}") from exc
         try:
             st = check_private_file(fd, self.path, what)
@@ -320,6 +338,9 @@ class SQLiteStore(SQLStore):
             self._rollback()
             if "readonly" in str(exc):
                 raise self._refuse_write(what) from exc
+            if self._full(exc):
+                where = f"record store {self.location}: {what} failed: {exc}"
+                raise NoSpace(str(self.path.parent), where) from exc
             raise Unreachable(f"record store {self.location}: {what} failed: {exc}") from exc
         except sqlite3.IntegrityError as exc:
             self._rollback()
@@ -333,6 +354,22 @@ class SQLiteStore(SQLStore):
         except BaseException:
             self._rollback()
             raise
+
+    def _full(self, exc: sqlite3.Error) -> bool:
+        """SQLite says ``database or disk is full``; or an I/O error (growing the WAL
+        index of a full file system is one) while the file system has no room left."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is None:
+            return False
+        if code & 0xFF == sqlite3.SQLITE_FULL:
+            return True
+        if code & 0xFF != sqlite3.SQLITE_IOERR:
+            return False
+        try:
+            st = os.statvfs(self.path.parent)
+        except OSError:
+            return False
+        return st.f_bavail * st.f_frsize < _ROOM
 
     def _refuse_write(self, what: str) -> BadInput:
         why = self._read_only_why or "the file or its file system is read-only"
