@@ -24,6 +24,7 @@ from __future__ import annotations
 import getpass
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -73,6 +74,8 @@ _FILE_KEYWORDS = frozenset(
 )
 
 #: How many times a request is read and appended again when another writer got there first.
+#: Seconds between two snapshots of a running supervisor's folded jobs (at most).
+SNAPSHOT_EVERY = 600.0
 REQUEST_ATTEMPTS = 5
 
 
@@ -594,16 +597,33 @@ class Client:
 
         interval = units.seconds(interval, "interval")
         seconds = units.seconds(lease, "lease")
+        from dispatch.store.snapshot import snapshot_path
+
         beat = Heartbeat(self.store, interval=interval, lease=seconds)
-        supervisor = self.supervisor(lease_ttl=timedelta(seconds=seconds), heartbeat=beat)
+        supervisor = self.supervisor(
+            lease_ttl=timedelta(seconds=seconds),
+            heartbeat=beat,
+            snapshot=snapshot_path(self.store),
+        )
+        saved = [0.0]
+
+        def after_tick(report: TickReport) -> None:
+            # the snapshot of the folded jobs: after the first tick, then at most every
+            # ten minutes (writing one costs about as much as a cold start's fold)
+            if time.monotonic() - saved[0] >= SNAPSHOT_EVERY:
+                supervisor.save_snapshot()
+                saved[0] = time.monotonic()
+            if on_tick is not None:
+                on_tick(report)
 
         try:
             if once:
                 report = supervisor.tick()
                 if on_tick is not None:
                     on_tick(report)
+                supervisor.save_snapshot()
                 return report
-            return supervisor.run(interval=interval, stop=stop, on_tick=on_tick)
+            return supervisor.run(interval=interval, stop=stop, on_tick=after_tick)
         finally:
             supervisor.release()
             if not once:

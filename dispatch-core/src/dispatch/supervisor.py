@@ -39,6 +39,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from itertools import groupby
 from operator import attrgetter
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dispatch.backends import Backend, Registry
@@ -148,6 +149,7 @@ class Supervisor:
         reuse_decisions: bool = True,
         uid: int | None = None,
         heartbeat: Heartbeat | None = None,
+        snapshot: Path | None = None,
     ) -> None:
         self.store = store
         self._notifier = notifier  # told after each tick; it delivers in its own thread
@@ -175,6 +177,10 @@ class Supervisor:
         #: Records this supervisor's beat once per tick, so ``status`` says who watches a
         #: job; None for the one tick a command runs on its own job.
         self.heartbeat = heartbeat
+        #: Where the folded jobs are kept between runs (:mod:`dispatch.store.snapshot`): a
+        #: cache read at the cold start, checked against the record, never the truth.
+        self._snapshot = snapshot if jobs is None else None
+        self._saved_at: int | None = None  # the feed position of the snapshot on disk
 
     # ------------------------------------------------------------------ record
     def _refresh(self) -> None:
@@ -185,8 +191,40 @@ class Supervisor:
         # Page by page with the collector paused: a cold start never holds the
         # whole decoded feed, and the collector does not walk every folded job.
         with collector_paused():
+            if self._snapshot is not None and self._position == 0 and not self._jobs:
+                self._from_snapshot(self._snapshot)
             while self._refresh_page():
                 pass
+
+    def _from_snapshot(self, path: Path) -> None:
+        """Start from the jobs of a snapshot that checks out against the record; the feed
+        after its position is then read as usual. Jobs it lacks are read from the record."""
+        from dispatch.store.snapshot import load
+
+        found = load(path, self.store)
+        if found is None:
+            return
+        self._jobs = found.jobs
+        self._position = self._saved_at = found.position
+        for job_id in found.missing:
+            self._reload(job_id)
+
+    def save_snapshot(self) -> bool:
+        """Write the snapshot of the folded jobs, up to date with the feed, when none was
+        loaded or written yet or the feed has moved on by a tenth of the jobs since."""
+        path = self._snapshot
+        if path is None:
+            return False
+        due = max(1000, len(self._jobs) // 10)
+        if self._saved_at is not None and self._position - self._saved_at < due:
+            return False
+        self._refresh()  # so every folded job is exactly the record up to the position
+        from dispatch.store.snapshot import save
+
+        if save(path, self.store, self._position, self._jobs):
+            self._saved_at = self._position
+            return True
+        return False
 
     def _refresh_page(self) -> bool:
         """Fold one page of the feed; True when there may be more."""

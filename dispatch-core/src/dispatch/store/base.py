@@ -528,6 +528,12 @@ class RecordStore(abc.ABC):
         events itself.
         """
 
+    def last_seqs(self, position: int) -> dict[str, int] | None:
+        """Each job's last sequence number among the events at or before feed ``position``
+        (one query): what a supervisor's snapshot of its folded jobs is checked against.
+        None where the store cannot say; then no snapshot is ever used."""
+        return None
+
     @abc.abstractmethod
     def active_jobs(self, backend: str | None = None) -> list[str]:
         """Jobs without an outcome-committed event, oldest first: what a supervisor watches."""

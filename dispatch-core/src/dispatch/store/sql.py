@@ -401,6 +401,15 @@ class SQLStore(RecordStore):
         )
         return {str(job_id): str(owner) for job_id, owner in rows if owner is not None}
 
+    def last_seqs(self, position: int) -> dict[str, int] | None:
+        check_position(position, "last_seqs: position")
+        rows = self._query(
+            "read last sequence numbers",
+            "SELECT job_id, MAX(seq) FROM dispatch_events WHERE position <= ? GROUP BY job_id",
+            (position,),
+        )
+        return {str(job_id): int(seq) for job_id, seq in rows}
+
     def lease_owners(self, job_ids: Iterable[str], now: datetime) -> dict[str, str]:
         ids = check_job_ids(job_ids, "lease_owners")
         if not ids:

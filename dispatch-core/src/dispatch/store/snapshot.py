@@ -1,0 +1,158 @@
+"""A snapshot of a supervisor's folded jobs, kept beside the record: a cache, never the truth.
+
+A supervisor that starts reads the whole record, decodes every row and folds every job:
+most of its cold start. The snapshot holds the jobs as folded up to a feed position, so a
+restart unpickles them and reads only the feed after that position.
+
+It can never change a decision:
+
+- it is used only when it checks out against the record: its format and dispatch's
+  version match, it names this record, and every job it holds has exactly the last
+  sequence number the record has for that job up to the snapshot's position (one query);
+  a job of the record it lacks (a quarantined one, say) is read and folded from the record.
+  Anything else (missing, truncated, of another version, stale, not ours) and it is set
+  aside whole: the supervisor folds the record as it would without it, and writes a new one;
+- what follows its position is read from the feed and folded as usual.
+
+Pickle runs code of the file's choosing, so a snapshot is read only from a regular file of
+this user's, writable by nobody else, in a directory of this user's that only they can
+write (:mod:`dispatch.store.permissions`); it is written 0600 under a temporary name and
+renamed into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import pickle
+import stat
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dispatch.store.codec import collector_paused
+from dispatch.store.permissions import (
+    check_private_dir,
+    check_private_file,
+    open_private,
+    private_dirs,
+)
+
+if TYPE_CHECKING:
+    from dispatch.core.job import Job
+    from dispatch.store.base import RecordStore
+
+log = logging.getLogger("dispatch.snapshot")
+
+#: The first line of a snapshot; the second is its JSON header, then the pickle.
+MAGIC = b"dispatch-snapshot\n"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Jobs as folded up to ``position``; ``missing``: jobs of the record up to that
+    position the snapshot does not hold (to be read from the record)."""
+
+    position: int
+    jobs: dict[str, Job]
+    missing: list[str]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("dispatch-core")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a source tree not installed
+        return "unknown"
+
+
+def snapshot_path(store: RecordStore) -> Path | None:
+    """Where the snapshot of ``store``'s supervisor lives: beside a SQLite record file; for
+    another store, in the user's state directory under a name made from its location."""
+    path = getattr(store, "path", None)
+    if isinstance(path, Path):
+        return path.with_name(path.name + ".snapshot")
+    location = getattr(store, "location", None)
+    if not isinstance(location, str):
+        return None
+    from dispatch.supervising import state_dir
+
+    digest = hashlib.sha256(location.encode()).hexdigest()[:32]
+    return state_dir().parent / "snapshots" / f"{digest}.snapshot"
+
+
+def _header(store: RecordStore, position: int) -> dict[str, object]:
+    return {
+        "format": FORMAT,
+        "dispatch": _version(),
+        "record": str(getattr(store, "location", "")),
+        "position": position,
+    }
+
+
+def load(path: Path, store: RecordStore) -> Snapshot | None:
+    """The snapshot at ``path`` if it checks out against ``store``, else None (logged)."""
+    try:
+        return _load(path, store)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # a cache: any fault means it is set aside, never raised
+        log.warning("snapshot %s set aside: %s", path, exc)
+        return None
+
+
+def _load(path: Path, store: RecordStore) -> Snapshot | None:
+    check_private_dir(path.parent, "the snapshot's directory")
+    fd = open_private(path, os.O_RDONLY, "the supervisor snapshot")
+    with os.fdopen(fd, "rb") as file:
+        st = check_private_file(fd, path, "the supervisor snapshot")
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            log.warning("snapshot %s set aside: writable by others", path)
+            return None
+        if file.readline() != MAGIC:
+            log.warning("snapshot %s set aside: not a snapshot", path)
+            return None
+        header = json.loads(file.readline())
+        position = header.get("position")
+        if header != _header(store, position) or type(position) is not int:
+            log.info("snapshot %s set aside: of another version or record", path)
+            return None
+        last = store.last_seqs(position)
+        if last is None:  # a store that cannot say: never trust the snapshot
+            return None
+        with collector_paused():
+            jobs = pickle.load(file)
+    from dispatch.core.job import Job
+
+    if type(jobs) is not dict:
+        return None
+    for job_id, job in jobs.items():
+        if type(job) is not Job or job.job_id != job_id or last.get(job_id) != job.version:
+            log.info("snapshot %s set aside: stale (job %s)", path, job_id)
+            return None
+    missing = [job_id for job_id in last if job_id not in jobs]
+    return Snapshot(position=position, jobs=jobs, missing=missing)
+
+
+def save(path: Path, store: RecordStore, position: int, jobs: dict[str, Job]) -> bool:
+    """Write the snapshot (0600, renamed into place); False (logged) when it cannot."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        private_dirs(path.parent, "the snapshot's directory")
+        fd = open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, "a snapshot")
+        with os.fdopen(fd, "wb") as file:
+            file.write(MAGIC)
+            file.write(json.dumps(_header(store, position)).encode() + b"\n")
+            pickle.dump(jobs, file, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(temporary, path)
+        return True
+    except Exception as exc:  # a cache: failing to write one never stops a supervisor
+        log.warning("snapshot %s not written: %s", path, exc)
+        try:
+            temporary.unlink()
+        except OSError:
+            pass
+        return False
