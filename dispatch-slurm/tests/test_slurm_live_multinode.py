@@ -188,7 +188,7 @@ def test_logs_are_per_node_and_rank_and_a_requeue_appends_S46(backend, provoker)
         per_node = b"".join(backend.dispatch_logs(oid, LogSelection(node=nodes[0]).of(job, 1)))
         everything = b"".join(backend.dispatch_logs(oid, LogSelection().of(job, 1)))
         assert per_node.decode() in everything.decode() and b"dispatch: execution 1" in everything
-        skipped = b"".join(backend.dispatch_logs(oid, LogSelection(offset=10).of(job, 1)))
+        skipped = b"".join(backend.dispatch_logs(oid, LogSelection().of(job, 1, offset=10)))
         assert skipped == everything[10:]
         with pytest.raises(BadInput, match="rank 7"):
             backend.dispatch_logs(oid, LogSelection(rank=7).of(job, 1))
