@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from dispatch import Cause, CauseKind, Execution, Phase, Provenance
 from dispatch_kubeflow import tags
-from dispatch_kubeflow.classify import classify, read, render_markdown
+from dispatch_kubeflow.classify import TABLE, Facts, classify, match, read, render_markdown
 from dispatch_kubeflow.endings import LAUNCH_REASONS
 from dispatch_kubeflow.evidence import Evidence, group
 
@@ -979,3 +979,129 @@ def test_nothing_is_kept_of_a_malformed_object_S40() -> None:
 def test_a_raw_value_in_detail_is_cut_short_S4() -> None:
     view = see(trainjob(), pods=(pod(phase="Pending", state=_waiting(["x" * 100_000])),))
     assert view.cause.kind is CauseKind.UNKNOWN and len(view.cause.detail) < 400
+
+
+# -- Kueue's Workload reasons (v0.17.0: apis/kueue/v1beta2/workload_types.go,
+# -- pkg/scheduler/preemption/preemption.go preemptionMessage,
+# -- pkg/controller/core/workload_controller.go, pkg/workload Evict/ReasonWithCause) -----
+
+WL = f"trainjob-{NAME}-3f2a1"
+QUEUED = {tags.KUEUE_QUEUE: "team-a"}
+PREEMPTED = (
+    "Preempted to accommodate a workload (UID: 5c1d, JobUID: 77aa) due to {why}; "
+    "preemptor path: /cohort-a/team-b; preemptee path: /cohort-a/team-a"
+)
+
+
+def _row(wl: dict[str, object]) -> int:
+    tj = trainjob(suspend=True, labels=QUEUED)
+    ev = Evidence(JOB_ID, 1, NAME, NS, trainjob=tj, workload=wl)
+    return match(Facts(ev))
+
+
+@pytest.mark.parametrize(
+    ("reason", "why"),
+    [
+        ("InClusterQueue", "prioritization in the ClusterQueue"),
+        ("InCohortReclamation", "reclamation within the cohort"),
+        ("InCohortFairSharing", "Fair Sharing within the cohort"),
+        ("InCohortReclaimWhileBorrowing", "reclamation within the cohort while borrowing"),
+    ],
+)
+def test_kueue_preemption_reasons_are_pending_preempted_with_kueue_words(
+    reason: str, why: str
+) -> None:
+    message = PREEMPTED.format(why=why)
+    wl = workload(
+        c("Evicted", reason="Preempted", message=message),
+        c("Preempted", reason=reason, message=message),
+        c("QuotaReserved", "False", "Pending", message),
+        c("Requeued", reason="Preempted", message=message),
+    )
+    view = see(trainjob(suspend=True, labels=QUEUED), wl=wl)
+    assert view.phase is Phase.PENDING and view.cause is not None
+    assert view.cause.kind is CauseKind.PREEMPTED
+    assert view.cause.detail == f"Kueue workload {WL}: Evicted Preempted ({reason}): {message}"
+    assert view.pending_reason == f"Kueue Evicted=True Preempted: {message}"
+    assert TABLE[_row(wl)].reasons == (reason,)
+
+
+EVICTIONS = [
+    ("PodsReadyTimeout", f"Exceeded the PodsReady timeout {NS}/{WL}", Phase.PENDING,
+     CauseKind.NO_CAPACITY),
+    ("AdmissionCheck", "At least one admission check is false", Phase.PENDING,
+     CauseKind.NO_CAPACITY),
+    ("ClusterQueueStopped", "The ClusterQueue is stopped", Phase.HELD, CauseKind.HELD),
+    ("LocalQueueStopped", "The LocalQueue is stopped", Phase.HELD, CauseKind.HELD),
+    ("DeactivatedDueToRequeuingLimitExceeded",
+     "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
+     Phase.HELD, CauseKind.HELD),
+    ("Deactivated", "The workload is deactivated", Phase.HELD, CauseKind.HELD),
+    ("NodeFailures", "Workload evicted due to node failures", Phase.PENDING,
+     CauseKind.NODE_LOST),
+    ("SomethingNewer", "a reason of a later Kueue", Phase.PENDING, CauseKind.UNKNOWN),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("reason", "message", "phase", "kind"), EVICTIONS)
+def test_kueue_evictions_map_to_their_rows(
+    reason: str, message: str, phase: Phase, kind: CauseKind
+) -> None:
+    """Each `Evicted` reason its own row; one this table does not know is `unknown` with
+    Kueue's words, never a guess."""
+    wl = workload(
+        c("Evicted", reason=reason, message=message),
+        c("QuotaReserved", "False", "Pending", message),
+    )
+    view = see(trainjob(suspend=True, labels=QUEUED), wl=wl)
+    assert view.phase is phase and view.cause is not None and view.cause.kind is kind
+    assert view.cause.detail == f"Kueue workload {WL}: Evicted {reason}: {message}"
+    row = TABLE[_row(wl)]
+    assert (
+        row.reasons == ()
+        if reason == "SomethingNewer"
+        else reason in row.reasons or any(reason.startswith(r.rstrip("*")) for r in row.reasons)
+    )
+    if phase is Phase.PENDING:
+        assert view.pending_reason == f"Kueue Evicted=True {reason}: {message}"
+
+
+def test_kueue_requeued_workload_is_pending_with_kueue_words() -> None:
+    wl = workload(
+        c("Requeued", reason="BackoffFinished", message="The workload backoff was finished")
+    )
+    view = see(trainjob(suspend=True, labels=QUEUED), wl=wl)
+    assert view.phase is Phase.PENDING and view.cause is None
+    assert (
+        view.pending_reason
+        == "Kueue Requeued=True BackoffFinished: The workload backoff was finished"
+    )
+    assert "requeued" in TABLE[_row(wl)].when
+
+
+def test_kueue_waiting_for_quota_shows_kueue_words_as_the_pending_reason() -> None:
+    message = (
+        "couldn't assign flavors to pod set node: insufficient unused quota for "
+        "nvidia.com/gpu in flavor default-flavor, 8 more needed"
+    )
+    wl = workload(c("QuotaReserved", "False", "Pending", message))
+    view = see(trainjob(suspend=True, labels=QUEUED), wl=wl)
+    assert view.cause is not None and view.cause.kind is CauseKind.NO_CAPACITY
+    assert view.pending_reason == f"Kueue QuotaReserved=False Pending: {message}"
+
+
+def test_queued_trainjob_without_a_workload_yet_says_so() -> None:
+    view = see(trainjob(suspend=True, labels=QUEUED))
+    assert view.phase is Phase.PENDING and view.cause is None
+    assert view.pending_reason == "queued to Kueue LocalQueue team-a, no Workload yet"
+
+
+def test_a_running_trainjob_has_no_pending_reason_from_an_old_eviction() -> None:
+    """Re-admitted: `Evicted=False` ("Previously: ..."), the TrainJob no longer suspended."""
+    wl = workload(
+        c("Evicted", "False", "QuotaReserved", "Previously: Preempted to accommodate"),
+        c("QuotaReserved", reason="QuotaReserved", message="Quota reserved in ClusterQueue a"),
+        c("Admitted", reason="Admitted", message="The workload is admitted"),
+    )
+    view = see(trainjob(labels=QUEUED), wl=wl)
+    assert view.cause is None and view.pending_reason is None

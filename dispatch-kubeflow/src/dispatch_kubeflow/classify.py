@@ -174,6 +174,15 @@ FACTS: Mapping[str, tuple[str, Callable[[Facts], bool]]] = {
         lambda f: annotations_of(f.ev.trainjob).get(tags.GATE) == "closed",
     ),
     "evicted": ("the Kueue Workload has `Evicted=True`", lambda f: _evicted(f) is not None),
+    "kueue-preempted": (
+        "the Kueue Workload has `Preempted=True` (its reason: why the preemptor could take it)",
+        lambda f: true(f.ev.workload, "Preempted") is not None,
+    ),
+    "requeued": (
+        "the Kueue Workload has `Requeued=True` (queued again after an eviction, a backoff, "
+        "a reactivation or a restarted queue)",
+        lambda f: true(f.ev.workload, "Requeued") is not None,
+    ),
     "workload": ("a Kueue Workload belongs to it", lambda f: f.ev.workload is not None),
     "quota-refused": (
         "the Workload has `QuotaReserved=False`",
@@ -223,6 +232,8 @@ def _evicted(f: Facts) -> Obj | None:
 REASON_OF: Mapping[str, Callable[[Facts], Obj | None]] = {
     "failed": lambda f: true(f.ev.trainjob, "Failed"),
     "evicted": _evicted,
+    "kueue-preempted": lambda f: true(f.ev.workload, "Preempted"),
+    "requeued": lambda f: true(f.ev.workload, "Requeued"),
 }
 
 
@@ -272,6 +283,45 @@ def _trainjob_failed(f: Facts) -> Cause | None:
 
 def _workload_evicted(f: Facts) -> Cause | None:
     return _words(_evicted(f), f"Kueue workload {name_of(f.ev.workload)}: Evicted ")
+
+
+def _kueue_preempted(f: Facts) -> Cause | None:
+    """Kueue's preemption: the Evicted condition's message (it names the preemptor's
+    Workload and job uids and the queues' paths) with the Preempted condition's reason."""
+    evicted, preempted = _evicted(f), true(f.ev.workload, "Preempted")
+    if evicted is None:
+        return None
+    why = text((preempted or {}).get("reason"))
+    words = f"Kueue workload {name_of(f.ev.workload)}: Evicted {text(evicted.get('reason'))}"
+    words += f" ({why})" if why else ""
+    message = text(evicted.get("message"))
+    return make_cause(
+        K.PREEMPTED, f"{words}: {message}" if message else words, evicted.get("lastTransitionTime")
+    )
+
+
+def _requeued(f: Facts) -> Cause | None:
+    return _words(
+        true(f.ev.workload, "Requeued"), f"Kueue workload {name_of(f.ev.workload)}: Requeued "
+    )
+
+
+def kueue_pending_reason(f: Facts) -> str | None:
+    """Kueue's words for why a suspended, not admitted TrainJob waits (``watch`` shows
+    them): its Workload's eviction, else its `QuotaReserved=False` condition, else its
+    `Requeued` condition; or that no Workload exists yet for the queue it was sent to."""
+    tj = f.ev.trainjob
+    if tj is None or mapping(tj.get("spec")).get("suspend") is not True:
+        return None
+    wl = f.ev.workload
+    if wl is None:
+        queue = text(labels(tj).get(tags.KUEUE_QUEUE))
+        return f"queued to Kueue LocalQueue {queue}, no Workload yet" if queue else None
+    for ctype, state in (("Evicted", "True"), ("QuotaReserved", "False"), ("Requeued", "True")):
+        c = cond(wl, ctype)
+        if c is not None and c.get("status") == state and said(c):
+            return f"Kueue {ctype}={state} {said(c)}"
+    return None
 
 
 def _quota(f: Facts) -> Cause | None:
@@ -347,6 +397,12 @@ SOURCES: Mapping[str, tuple[str, Callable[[Facts], Cause | None]]] = {
         "`Kueue workload W: QuotaReserved=False Reason: message`",
         _quota,
     ),
+    "kueue-preempted": (
+        "`Kueue workload W: Evicted Preempted (<Preempted reason>): message`, the message "
+        "verbatim (it names the preemptor's Workload and job uids)",
+        _kueue_preempted,
+    ),
+    "requeued": ("`Kueue workload W: Requeued Reason: message`", _requeued),
     "suspended": ("the TrainJob's `Suspended` condition (or `spec.suspend=true`)", _suspended),
     "failure-target": ("the Job's `FailureTarget` words", _stuck),
     "cannot-start": (
@@ -447,23 +503,66 @@ TABLE: tuple[Row, ...] = (
     Row(("suspended", "gate-closed"), G, "Suspended", None, None, "running",
         "dispatch's own gate, not yet opened",
         tests=("test_suspended_by_dispatch_gate_is_gated_not_held",)),
-    Row(("evicted", "suspended"), P, "Suspended", "evicted", K.PREEMPTED, "running",
-        "Kueue preempted it and requeued it", reasons=("Preempted",),
+    # Kueue (v0.17.0 `apis/kueue/v1beta2/workload_types.go`): an evicted Workload keeps
+    # `Evicted=True` until quota is reserved again (`pkg/workload` `SetQuotaReservation`)
+    *(
+        Row(("kueue-preempted", "evicted", "suspended"), P, "Suspended", "kueue-preempted",
+            K.PREEMPTED, "running", f"Kueue preempted it ({why}) and requeued it: Kueue will "
+            "admit it again, so it is pending, not an ending to resubmit over",
+            reasons=(reason,),
+            tests=("test_kueue_preemption_reasons_are_pending_preempted_with_kueue_words",))
+        for reason, why in (
+            ("InClusterQueue", "prioritization in the ClusterQueue"),
+            ("InCohortReclamation", "reclamation within the cohort"),
+            ("InCohortFairSharing", "Fair Sharing within the cohort"),
+            ("InCohortReclaimWhileBorrowing", "reclamation within the cohort while borrowing"),
+        )
+    ),
+    Row(("evicted", "suspended"), P, "Suspended", "kueue-preempted", K.PREEMPTED, "running",
+        "Kueue preempted it for a reason newer than this table (its `Preempted` condition "
+        "missing or unknown): still a preemption, Kueue's words kept", reasons=("Preempted",),
         tests=("test_kueue_eviction_by_preemption_is_pending_preempted",)),
     Row(("evicted", "suspended"), P, "Suspended", "evicted", K.NODE_LOST, "running",
         "Kueue evicted it for node failures and requeued it", reasons=("NodeFailures",),
         tests=("test_kueue_eviction_for_node_failures_is_pending_node_lost",)),
+    Row(("evicted", "suspended"), P, "Suspended", "evicted", K.NO_CAPACITY, "running",
+        "its pods were not all ready within waitForPodsReady's timeout (pods the cluster "
+        "could not place or start although the quota was granted): no capacity, and Kueue "
+        "requeues it with a backoff", reasons=("PodsReadyTimeout",),
+        tests=("test_kueue_evictions_map_to_their_rows",)),
+    Row(("evicted", "suspended"), P, "Suspended", "evicted", K.NO_CAPACITY, "running",
+        "an admission check (a ProvisioningRequest for capacity, typically) turned "
+        "Retry: the capacity it asked for is not there; Kueue requeues it",
+        reasons=("AdmissionCheck",), tests=("test_kueue_evictions_map_to_their_rows",)),
+    Row(("evicted", "suspended"), H, "Suspended", "evicted", K.HELD, "running",
+        "an administrator stopped its ClusterQueue or LocalQueue (`stopPolicy`): held until "
+        "the queue is restarted, which requeues it",
+        reasons=("ClusterQueueStopped", "LocalQueueStopped"),
+        tests=("test_kueue_evictions_map_to_their_rows",)),
     Row(("evicted", "suspended"), E, "Suspended", "evicted", K.TIME_LIMIT, "cause",
         "Kueue's maximum execution time", reasons=("*MaximumExecutionTimeExceeded",),
         tests=("test_kueue_maximum_execution_time_is_time_limit",)),
     Row(("evicted", "suspended"), H, "Suspended", "evicted", K.HELD, "running",
-        "its Workload was deactivated (spec.active=false)", reasons=("Deactivated*",),
-        tests=("test_kueue_deactivated_workload_is_held",)),
+        "Kueue gave up requeuing it (waitForPodsReady's `backoffLimitCount`) and set "
+        "`spec.active=false`: it stays suspended until a person reactivates it, so held, "
+        "never resubmitted over (a new submission would meet the same timeout)",
+        reasons=("DeactivatedDueToRequeuingLimitExceeded",),
+        tests=("test_kueue_evictions_map_to_their_rows",)),
+    Row(("evicted", "suspended"), H, "Suspended", "evicted", K.HELD, "running",
+        "its Workload was deactivated (`spec.active=false`, by a person or another cause)",
+        reasons=("Deactivated*",),
+        tests=("test_kueue_deactivated_workload_is_held",
+               "test_kueue_evictions_map_to_their_rows")),
     Row(("evicted", "suspended"), P, "Suspended", "evicted", K.UNKNOWN, "running",
-        "an eviction reason this table does not know"),
+        "an eviction reason this table does not know: Kueue's words, never a guess",
+        tests=("test_kueue_evictions_map_to_their_rows",)),
     Row(("suspended", "workload", "quota-refused"), P, "Queued", "quota", K.NO_CAPACITY,
         "running", "waiting for Kueue quota",
         tests=("test_kueue_waiting_for_quota_is_pending_no_capacity",)),
+    Row(("suspended", "workload", "requeued"), P, "Queued", None, None, "running",
+        "queued again (`Requeued=True`: after a preemption, a backoff, a reactivation, a "
+        "restarted queue) and not yet refused quota: pending, Kueue's words as the pending "
+        "reason", tests=("test_kueue_requeued_workload_is_pending_with_kueue_words",)),
     Row(("suspended", "workload"), P, "Queued", None, None, "running", "admitted by Kueue soon"),
     Row(("suspended", "queue-label"), P, "Queued", None, None, "running",
         "queued to Kueue, no Workload yet"),
@@ -570,6 +669,7 @@ def read(ev: Evidence) -> tuple[ObjectView, dict[str, str]]:
         cause=cause,
         executions=(*_past(ev, attempt), current),
         created_at=parse_time(f.tj_meta.get("creationTimestamp")),
+        pending_reason=kueue_pending_reason(f) if row.phase is P else None,
     )
     return view, to_keep(f, view)
 
