@@ -531,7 +531,7 @@ class RecordStore(abc.ABC):
     def last_seqs(self, position: int) -> dict[str, int] | None:
         """Each job's last sequence number among the events at or before feed ``position``
         (one query): what a supervisor's snapshot of its folded jobs is checked against.
-        None where the store cannot say; then no snapshot is ever used."""
+        None where the store cannot say, or when its feed has not reached ``position``."""
         return None
 
     @abc.abstractmethod

@@ -7,7 +7,8 @@ restart unpickles them and reads only the feed after that position.
 It can never change a decision:
 
 - it is used only when it checks out against the record: its format and dispatch's
-  version match, it names this record, and every job it holds has exactly the last
+  version match, it names this record, its body is the one written (SHA-256), its
+  position is one the record's feed has reached, and every job it holds has exactly the last
   sequence number the record has for that job up to the snapshot's position (one query);
   a job of the record it lacks (a quarantined one, say) is read and folded from the record.
   Anything else (missing, truncated, of another version, stale, not ours) and it is set
@@ -84,13 +85,17 @@ def snapshot_path(store: RecordStore) -> Path | None:
     return state_dir().parent / "snapshots" / f"{digest}.snapshot"
 
 
-def _header(store: RecordStore, position: int) -> dict[str, object]:
-    return {
+def _header(store: RecordStore, position: int | None, body: bytes = b"") -> dict[str, object]:
+    """The snapshot's header; without ``position``, the fields a snapshot must match."""
+    header: dict[str, object] = {
         "format": FORMAT,
         "dispatch": _version(),
         "record": str(getattr(store, "location", "")),
-        "position": position,
     }
+    if position is not None:
+        header["position"] = position
+        header["sha256"] = hashlib.sha256(body).hexdigest()
+    return header
 
 
 def load(path: Path, store: RecordStore) -> Snapshot | None:
@@ -116,15 +121,20 @@ def _load(path: Path, store: RecordStore) -> Snapshot | None:
             log.warning("snapshot %s set aside: not a snapshot", path)
             return None
         header = json.loads(file.readline())
-        position = header.get("position")
-        if header != _header(store, position) or type(position) is not int:
+        position, digest = header.pop("position", None), header.pop("sha256", None)
+        if header != _header(store, None) or type(position) is not int:
             log.info("snapshot %s set aside: of another version or record", path)
             return None
+        body = file.read()
+        if hashlib.sha256(body).hexdigest() != digest:
+            log.warning("snapshot %s set aside: damaged", path)
+            return None
         last = store.last_seqs(position)
-        if last is None:  # a store that cannot say: never trust the snapshot
+        if last is None:  # a store that cannot say, or a position past its feed
+            log.info("snapshot %s set aside: not of this record's feed", path)
             return None
         with collector_paused():
-            jobs = pickle.load(file)
+            jobs = pickle.loads(body)
     from dispatch.core.job import Job
 
     if type(jobs) is not dict:
@@ -143,10 +153,11 @@ def save(path: Path, store: RecordStore, position: int, jobs: dict[str, Job]) ->
     try:
         private_dirs(path.parent, "the snapshot's directory")
         fd = open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, "a snapshot")
+        body = pickle.dumps(jobs, protocol=pickle.HIGHEST_PROTOCOL)
         with os.fdopen(fd, "wb") as file:
             file.write(MAGIC)
-            file.write(json.dumps(_header(store, position)).encode() + b"\n")
-            pickle.dump(jobs, file, protocol=pickle.HIGHEST_PROTOCOL)
+            file.write(json.dumps(_header(store, position, body)).encode() + b"\n")
+            file.write(body)
         os.replace(temporary, path)
         return True
     except Exception as exc:  # a cache: failing to write one never stops a supervisor

@@ -403,6 +403,9 @@ class SQLStore(RecordStore):
 
     def last_seqs(self, position: int) -> dict[str, int] | None:
         check_position(position, "last_seqs: position")
+        ((end,),) = self._query("read the feed's end", "SELECT MAX(position) FROM dispatch_events")
+        if position > (end or 0):
+            return None  # not a position of this record's feed
         rows = self._query(
             "read last sequence numbers",
             "SELECT job_id, MAX(seq) FROM dispatch_events WHERE position <= ? GROUP BY job_id",
