@@ -85,8 +85,8 @@ def test_a_detached_supervisor_recovers_a_local_job_is_visible_and_stops(sh, sta
 
     done = eventually(
         lambda: _status(sh, job),
-        until=lambda s: s["state"] == "succeeded",
-        what="the detached supervisor resubmits the job and it succeeds",
+        until=lambda s: s["state"] == "succeeded" and s["settled"],
+        what="the detached supervisor resubmits the job and commits its success",
     )
     assert len(done["submissions"]) == 2
     assert done["supervisor"] is None  # an ended job needs nobody
