@@ -80,9 +80,14 @@ def no_alert(driver: Any) -> None:
 
 
 def wait_until(driver: Any, condition: Any) -> Any:
+    """``condition(driver)`` once true, asked again until ``WAIT``; an element the page's
+    refresh replaced while it was read (stale) is asked again too."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT, poll_frequency=0.2).until(condition)
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    wait = WebDriverWait(driver, WAIT, poll_frequency=0.2, ignored_exceptions=ignored)
+    return wait.until(condition)
 
 
 def names(driver: Any) -> list[str]:
@@ -97,8 +102,8 @@ def test_the_list_shows_html_names_as_text_and_runs_no_script(
 ) -> None:
     with serve(UI(record.client, clock=record.sched.now)) as base:
         browser.get(base + "/")
-        wait_until(browser, lambda d: len(names(d)) == 5)
-        assert names(browser) == [IMG_NAME, SCRIPT_NAME, "running", "held", "recovered"]
+        newest_first = [IMG_NAME, SCRIPT_NAME, "running", "held", "recovered"]
+        wait_until(browser, lambda d: names(d) == newest_first)
         no_alert(browser)
         # the only script is the server's file; the names made no element
         scripts = browser.execute_script(
@@ -157,10 +162,15 @@ def test_the_summary_page(record: Record, browser: Any, shots: Path) -> None:
 
     with serve(UI(record.client, clock=record.sched.now)) as base:
         browser.get(base + "/summary")
-        wait_until(browser, lambda d: d.find_elements(By.ID, "by-state"))
-        rows = browser.find_elements(By.CSS_SELECTOR, "#by-state tr")
-        assert [r.text for r in rows] == ["active 3", "succeeded 2"]
-        assert browser.find_element(By.ID, "lost").text == "0h 0m 24s"
+        by_state = ["active 3", "succeeded 2"]
+        # read within the wait: the page's refresh may replace the table meanwhile
+        wait_until(
+            browser,
+            lambda d: (
+                [r.text for r in d.find_elements(By.CSS_SELECTOR, "#by-state tr")] == by_state
+            ),
+        )
+        wait_until(browser, lambda d: d.find_element(By.ID, "lost").text == "0h 0m 24s")
         screenshot(browser, shots, "summary")
 
 
@@ -172,8 +182,10 @@ def test_the_list_refreshes_in_place_while_a_job_runs(record: Record, browser: A
     row = f'#jobs tr[data-job="{running}"]'
     with serve(ui) as base:
         browser.get(base + "/")
-        wait_until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, row))
-        assert browser.find_element(By.CSS_SELECTOR, row).get_attribute("data-state") == "running"
+        wait_until(
+            browser,
+            lambda d: d.find_element(By.CSS_SELECTOR, row).get_attribute("data-state") == "running",
+        )
         browser.execute_script("window.notReloaded = true")
         with ui.lock:  # the record changes while no page is being read
             object_id = record.live_object(running)

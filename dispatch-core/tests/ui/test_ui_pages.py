@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+import sqlite3
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
@@ -245,3 +246,26 @@ def test_a_page_of_a_100000_job_record_reads_a_bounded_number_of_times(tmp_path:
     status, _, body = ui.answer("/?page=3")
     assert ids_in(body.decode())[0] == f"j{100_000 - 101:012d}"
     store.close()
+
+
+def test_a_row_that_does_not_decode_is_named_and_the_other_jobs_still_show(
+    record: Record, tmp_path: Path
+) -> None:
+    bad = record.jobs["held"]
+    with sqlite3.connect(tmp_path / "record.db") as db:  # a row this build cannot read
+        db.execute(
+            'UPDATE dispatch_events SET body = \'{"type": "from-the-future"}\' '
+            "WHERE job_id = ? AND seq = 2",
+            (bad,),
+        )
+    with serving(record.client, clock=record.sched.now) as base:
+        listed = fetch(base + "/")[2]
+        page = fetch(f"{base}/jobs/{bad}")
+        summary = fetch(base + "/summary")[2]
+        metrics = fetch(base + "/metrics")[2]
+    row = re.search(rf'<tr class="quarantined" data-job="{bad}">(.*?)</tr>', listed)
+    assert row is not None and 'class="error"' in row.group(1)
+    assert len(ids_in(listed)) == 5  # the four others as usual, and this one named
+    assert page[0] == 200 and '<p class="error">' in page[2] and bad in page[2]
+    assert bad in summary and "Jobs the record cannot read" in summary
+    assert "dispatch_jobs_quarantined 1.0" in metrics

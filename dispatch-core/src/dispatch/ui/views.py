@@ -325,11 +325,9 @@ def job_page(client: Client, job_id: str, now: datetime) -> Markup:
     from dispatch.model.errors import DispatchError, UnknownJob
 
     try:
-        events = client.store.read(job_id)
+        line = timeline(client.store.read(job_id))
     except UnknownJob:
         raise NotFound(f"no job {job_id!r} in the record") from None
-    try:
-        line = timeline(events)
     except DispatchError as exc:  # a row that does not decode: named, as the CLI does
         return layout(job_id, html('<h1>{}</h1><p class="error">{}</p>', job_id, exc))
     job = line.job
@@ -593,12 +591,15 @@ def summary_page(client: Client, now: datetime) -> Markup:
             "quarantined" if s.quarantined else (s.outcome.value if s.outcome else "active")
         ] += 1
     events: dict[str, list[Event]] = {}
+    unreadable: dict[str, str] = {}
     ids = [s.job_id for s in recent if s.quarantined is None]
     position = 0
     while ids:
         feed = store.read_feed(position, 20_000, job_ids=ids)
         for e in feed.events:
             events.setdefault(e.job_id, []).append(e)
+        for q in feed.quarantined:
+            unreadable.setdefault(q.job_id, q.message)
         if feed.position == position:
             break
         position = feed.position
@@ -607,7 +608,10 @@ def summary_page(client: Client, now: datetime) -> Markup:
     nodes: Counter[str] = Counter()
     lost = timedelta(0)
     bad = [f"{s.job_id}: {getattr(s.quarantined, 'message', '')}" for s in quarantined]
+    bad += [f"{job_id}: {why}" for job_id, why in unreadable.items()]
     for job_id, evs in events.items():
+        if job_id in unreadable:
+            continue
         try:
             line = timeline(evs)
         except DispatchError as exc:
