@@ -198,3 +198,54 @@ def test_logs_of_nothing_printed_yet_are_empty(
 ) -> None:
     object_id, _ = started(backend, emulator)
     assert read(backend, object_id) == b""
+
+
+# -- Kueue queue and priority ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"queue": "Team_A"}, "-o queue='Team_A': must be lower-case letters"),
+        ({"queue": "a" * 64}, "is 64 characters long; at most 63"),
+        ({"queue": "team-a", "priority": "-high"}, "-o priority='-high': must be lower-case"),
+        ({"priority": "high"}, "a Kueue priority class needs a queue"),
+    ],
+)
+def test_validate_refuses_a_queue_or_priority_that_is_no_dns1123_label(
+    backend: KubeflowBackend, options: dict[str, str], words: str
+) -> None:
+    """Refused before anything is recorded, saying what is wrong with which value."""
+    with pytest.raises(BadInput) as refused:
+        backend.dispatch_validate(spec=SPEC.model_copy(update={"options": options}))
+    assert words in str(refused.value)
+
+
+def test_validate_accepts_a_queue_and_priority(backend: KubeflowBackend) -> None:
+    spec = SPEC.model_copy(update={"options": {"queue": "team-a", "priority": "high-2"}})
+    backend.dispatch_validate(spec=spec)
+
+
+def test_a_queue_from_the_environment_is_validated_too(
+    make_backend: Callable[..., KubeflowBackend],
+) -> None:
+    backend = make_backend(queue="Bad Queue")
+    with pytest.raises(BadInput, match="DISPATCH_KUBEFLOW_QUEUE='Bad Queue'"):
+        backend.dispatch_validate(spec=SPEC)
+    backend.dispatch_validate(spec=SPEC.model_copy(update={"options": {"queue": "ok"}}))
+
+
+def test_the_trainjob_carries_kueue_queue_and_priority_labels_in_the_dry_run(
+    backend: KubeflowBackend,
+) -> None:
+    """What is prepared is what is sent: the labels Kueue reads, in the TrainJob's
+    metadata; a gated one keeps the queue in its annotation until the gate opens."""
+    spec = SPEC.model_copy(update={"options": {"queue": "team-a", "priority": "high"}})
+    labels = backend.dispatch_prepare("job-q", 1, spec, False).mapping("TrainJob")["metadata"][
+        "labels"
+    ]
+    assert labels[tags.KUEUE_QUEUE] == "team-a" and labels[tags.KUEUE_PRIORITY] == "high"
+    gated = backend.dispatch_prepare("job-q", 1, spec, True).mapping("TrainJob")["metadata"]
+    assert tags.KUEUE_QUEUE not in gated["labels"]
+    assert gated["labels"][tags.KUEUE_PRIORITY] == "high"
+    assert gated["annotations"][tags.QUEUE] == "team-a"

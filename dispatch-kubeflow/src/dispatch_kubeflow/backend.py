@@ -175,6 +175,7 @@ class KubeflowBackend:
                 f"excluded nodes: Trainer {version[0]}.{version[1]} has no pod template "
                 "override to carry a node affinity (needs 2.1)"
             )
+        problems += self._kueue_problems(spec)
         taken = sorted((launch.RESERVED | launch.OWN) & set(spec.env))
         if taken:
             problems.append(
@@ -183,6 +184,28 @@ class KubeflowBackend:
             )
         if problems:
             raise BadInput("dispatch-kubeflow cannot run this job:\n  " + "\n  ".join(problems))
+
+    def _kueue_problems(self, spec: JobSpec) -> list[str]:
+        """The Kueue queue and priority class, each a DNS-1123 label (they travel as the
+        TrainJob's ``kueue.x-k8s.io/queue-name`` and ``kueue.x-k8s.io/priority-class``
+        labels); a priority class needs a queue (Kueue ignores a job sent to none)."""
+        problems = []
+        queue = spec.options.get("queue")
+        named = {
+            "-o queue": queue,
+            "DISPATCH_KUBEFLOW_QUEUE": None if queue else self.config.queue,
+            "-o priority": spec.options.get("priority"),
+        }
+        for where, value in named.items():
+            if value is not None and (problem := tags.dns1123_problem(value)) is not None:
+                problems.append(f"{where}={value!r}: {problem}")
+        if spec.options.get("priority") and not (queue or self.config.queue):
+            problems.append(
+                f"-o priority={spec.options['priority']!r}: a Kueue priority class needs a "
+                "queue (-o queue=... or DISPATCH_KUBEFLOW_QUEUE); without one Kueue ignores "
+                "the job"
+            )
+        return problems
 
     @hookimpl
     def dispatch_prepare(

@@ -41,6 +41,7 @@ OPTIONS = {
     "runtime": "name of the (Cluster)TrainingRuntime (default from DISPATCH_KUBEFLOW_RUNTIME)",
     "image": "container image for the trainer nodes (default: the runtime's)",
     "queue": "Kueue LocalQueue name (default from DISPATCH_KUBEFLOW_QUEUE)",
+    "priority": "Kueue WorkloadPriorityClass name (needs a queue)",
 }
 
 
@@ -202,6 +203,8 @@ def build_trainjob(
         annotations[tags.QUEUE] = queue
         if not gated:
             meta_labels[tags.KUEUE_QUEUE] = queue
+    if priority := spec.options.get("priority"):
+        meta_labels[tags.KUEUE_PRIORITY] = priority
     trainer: dict[str, Any] = {"numNodes": spec.resources.nodes}
     image = spec.options.get("image") or config.image
     if image:

@@ -25,6 +25,8 @@ ATTEMPT_PREFIX = f"{DOMAIN}/attempt-"
 PATCH_MANAGER = f"{DOMAIN}/dispatch"
 
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+#: Kueue's ``WorkloadPriorityClassLabel``: the WorkloadPriorityClass of the job's Workload
+KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
 KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
@@ -38,6 +40,24 @@ def job_label(job_id: str) -> str:
     if len(job_id) <= 63 and _LABEL_VALUE.match(job_id) and not job_id.startswith("h-"):
         return job_id
     return "h-" + hashlib.sha256(job_id.encode()).hexdigest()[:40]
+
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def dns1123_problem(value: str) -> str | None:
+    """What keeps ``value`` from being a DNS-1123 label (the name of a Kueue LocalQueue
+    or WorkloadPriorityClass, carried as a label value), or None."""
+    if not value:
+        return "is empty"
+    if len(value) > 63:
+        return f"is {len(value)} characters long; at most 63"
+    if not _DNS1123_LABEL.match(value):
+        return (
+            "must be lower-case letters, digits and '-', starting and ending with a letter "
+            "or digit (a DNS-1123 label)"
+        )
+    return None
 
 
 def is_label_value(value: str) -> bool:
