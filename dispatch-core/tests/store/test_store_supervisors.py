@@ -103,6 +103,8 @@ def test_a_read_only_record_from_before_beats_reads_as_no_beats(tmp_path):
 
 def test_a_postgres_record_of_schema_2_gains_the_beats_table_when_opened(postgres_dsn):
     """A database written before beats (schema 2) is upgraded in place by the next open."""
+    from dispatch.store.postgres import SCHEMA_VERSION
+
     from conftest import PostgresHarness
 
     harness = PostgresHarness(postgres_dsn, f"dispatch_beats_{uuid.uuid4().hex[:10]}")
@@ -113,6 +115,6 @@ def test_a_postgres_record_of_schema_2_gains_the_beats_table_when_opened(postgre
         with harness.open() as store:
             store.record_beat(beat())
             assert store.beats() == [beat()]
-        assert harness.raw("SELECT version FROM dispatch_schema") == [(3,)]
+        assert harness.raw("SELECT version FROM dispatch_schema") == [(SCHEMA_VERSION,)]
     finally:
         harness.raw(f"DROP SCHEMA IF EXISTS {harness.schema} CASCADE")
