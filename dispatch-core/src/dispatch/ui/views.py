@@ -348,7 +348,7 @@ def job_page(client: Client, job_id: str, now: datetime) -> Markup:
         '<table class="facts"><tr><th>state</th><td id="state">{}</td></tr>'
         "<tr><th>backend</th><td>{}</td></tr><tr><th>command</th><td><code>{}</code></td></tr>"
         "<tr><th>nodes</th><td>{}</td></tr><tr><th>created</th><td>{}</td></tr>"
-        "<tr><th>watch</th><td>{}</td></tr>{}</table>"
+        "{}{}</table>"
         "<h2>Timeline</h2>{}{}<h2>Attempts</h2>{}{}</div>"
         "<h2>Act on it</h2>{}"
         '<p><a href="/jobs/{}/logs">log tail</a> (the last {} lines of each submission)</p>',
@@ -359,7 +359,7 @@ def job_page(client: Client, job_id: str, now: datetime) -> Markup:
         shlex.join(job.spec.command),
         job.spec.resources.nodes,
         stamp(job.created_at),
-        live,
+        html("<tr><th>watch</th><td>{}</td></tr>", live) if live else "",
         _checkpoint(job),
         svg(line, end),
         _legend(),
@@ -435,14 +435,16 @@ def svg(line: Timeline, end: datetime) -> Markup:
             html(
                 '<g class="mark" data-mark="{}"><line x1="{}" x2="{}" y1="2" y2="{}" '
                 'stroke="{}" stroke-width="2" stroke-dasharray="4 2"/>'
-                '<text x="{}" y="{}" class="mark-label">{}</text><title>{}</title></g>',
+                '<text x="{}" y="{}" class="mark-label" text-anchor="{}">{}</text>'
+                "<title>{}</title></g>",
                 m.kind,
                 f"{mx:.1f}",
                 f"{mx:.1f}",
                 f"{height:.0f}",
                 "#000000" if m.kind == "outcome" else "#aa2299",
-                f"{mx + 2:.1f}",
+                f"{mx + 2:.1f}" if mx < width / 2 else f"{mx - 2:.1f}",
                 f"{height + 12:.0f}",
+                "start" if mx < width / 2 else "end",
                 m.kind,
                 f"{stamp(m.at)} {m.kind}: {m.text}"
                 + (f" ({m.cause.kind.value}: {m.cause.detail})" if m.cause else ""),
