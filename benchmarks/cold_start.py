@@ -77,21 +77,31 @@ def _template(store_url: str, state: Path) -> str:
 
 
 #: The child's wall and CPU seconds, peak resident set (KiB, from its own
-#: /proc/self/status at exit) and output.
+#: /proc/self/status at exit), its CPU seconds when its first tick ended (the cold start
+#: proper: what follows is writing the snapshot and exiting) and output.
 _PEAK = (
-    "import atexit, sys\n"
+    "import atexit, sys, time\n"
+    "first = []\n"
     "def peak():\n"
     "    for line in open('/proc/self/status'):\n"
     "        if line.startswith('VmHWM:'):\n"
     "            print('VmHWM', line.split()[1], file=sys.stderr)\n"
+    "    print('FIRST', first[0] if first else 0.0, file=sys.stderr)\n"
     "atexit.register(peak)\n"
+    "import dispatch.supervisor as s\n"
+    "tick = s.Supervisor.tick\n"
+    "def timed(self, *args, **kwargs):\n"
+    "    report = tick(self, *args, **kwargs)\n"
+    "    first.append(time.process_time())\n"
+    "    return report\n"
+    "s.Supervisor.tick = timed\n"
     "from dispatch.cli.main import main\n"
     "sys.argv[0] = 'dispatch'\n"
     "main()\n"
 )
 
 
-def _once(args: list[str], env: dict[str, str]) -> tuple[float, float, int, str]:
+def _once(args: list[str], env: dict[str, str]) -> tuple[float, float, int, float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
@@ -101,7 +111,10 @@ def _once(args: list[str], env: dict[str, str]) -> tuple[float, float, int, str]
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(args)} exited {out.returncode}:\n{out.stderr}")
     peaks = [int(line.split()[1]) for line in out.stderr.splitlines() if line.startswith("VmHWM")]
-    return wall, cpu, (peaks[-1] if peaks else 0), out.stdout
+    firsts = [
+        float(line.split()[1]) for line in out.stderr.splitlines() if line.startswith("FIRST")
+    ]
+    return wall, cpu, (peaks[-1] if peaks else 0), (firsts[-1] if firsts else 0.0), out.stdout
 
 
 def _clone(url: str, events: list[Event], count: int) -> None:
@@ -170,18 +183,21 @@ def _measure(kind: str, url: str, root: Path, jobs: int, runs: int, profile: boo
         "without a snapshot (folds the record, writes one)": ([], []),
         "from the snapshot": ([], []),
     }
+    firsts: dict[str, list[float]] = {label: [] for label in figures}
     for n in range(runs):
         for label, (walls, cpus) in figures.items():
             if label.startswith("without"):
                 for old in root.rglob("*.snapshot"):
                     old.unlink()
             load = os.getloadavg()[0]
-            wall, cpu, peak, out = _once(measured, env)
+            wall, cpu, peak, first, out = _once(measured, env)
             report = json.loads(out)
             walls.append(wall)
             cpus.append(cpu)
+            firsts[label].append(first)
             print(
-                f"  run {n + 1} {label}: CPU {cpu:6.2f} s  wall {wall:6.2f} s  "
+                f"  run {n + 1} {label}: CPU {cpu:6.2f} s (first tick done at {first:.2f} s)"
+                f"  wall {wall:6.2f} s  "
                 f"load average {load:.1f}  peak resident {peak / 1024:.0f} MiB = "
                 f"{peak / jobs:.1f} KiB per job  (active={report['active']} "
                 f"leased={report['leased']} decided={report['decided']} "
@@ -196,7 +212,8 @@ def _measure(kind: str, url: str, root: Path, jobs: int, runs: int, profile: boo
             else f"  target <= {target:.0f} s CPU: " + ("met" if cpu <= target else "MISSED")
         )
         print(
-            f"  {label}, median of {runs}: CPU {cpu:.2f} s (min {min(cpus):.2f})  "
+            f"  {label}, median of {runs}: CPU {cpu:.2f} s (min {min(cpus):.2f}; "
+            f"first tick done at {statistics.median(firsts[label]):.2f} s)  "
             f"wall {statistics.median(walls):.2f} s{verdict}"
         )
     if profile:
