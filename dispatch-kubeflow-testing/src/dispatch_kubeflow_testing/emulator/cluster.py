@@ -53,6 +53,12 @@ class Cluster:
         self.step = 0
         self.capacity = True
         self.kueue_quota = True
+        # Kueue's queues (kueue.py): LocalQueue -> ClusterQueue, ClusterQueue -> its
+        # nominal nvidia.com/gpu quota, WorkloadPriorityClass -> value. Without
+        # ClusterQueues every queue is admitted while ``kueue_quota`` holds.
+        self.kueue_local_queues: dict[str, str] = {}
+        self.kueue_cluster_queues: dict[str, int] = {}
+        self.kueue_priorities: dict[str, int] = {}
         self.launch_errors: dict[str, tuple[str, str]] = {}
         self.deadline_expired: set[str] = set()
         self.unschedulable: set[str] = set()

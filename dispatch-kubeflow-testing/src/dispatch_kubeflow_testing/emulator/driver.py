@@ -530,10 +530,24 @@ class Emulator:
             self.reconcile()
 
     def kueue_set_quota(self, available: bool) -> None:
+        """Without ClusterQueues (``kueue_queues``): whether every queue has quota."""
         with self.store.lock:
             self.cluster.kueue_quota = available
-            if available:
-                kueue.readmit(self.cluster)
+            self.reconcile()
+
+    def kueue_queues(
+        self,
+        cluster_queues: dict[str, int],
+        local_queues: dict[str, str],
+        priorities: dict[str, int] | None = None,
+    ) -> None:
+        """Kueue's objects, as an administrator creates them: ClusterQueues with their
+        nominal ``nvidia.com/gpu`` quota (one ResourceFlavor ``default-flavor``),
+        LocalQueues in this namespace pointing at them, WorkloadPriorityClasses."""
+        with self.store.lock:
+            self.cluster.kueue_cluster_queues = dict(cluster_queues)
+            self.cluster.kueue_local_queues = dict(local_queues)
+            self.cluster.kueue_priorities = dict(priorities or {})
             self.reconcile()
 
     def workload(self, name: str) -> Obj:
@@ -545,31 +559,37 @@ class Emulator:
         raise LookupError(f"TrainJob {name!r} has no Kueue workload")
 
     def kueue_preempt(self, name: str) -> None:
-        """Kueue evicts the workload to admit a higher-priority one; the quota is taken."""
+        """Kueue evicts the workload to admit a higher-priority one (``InClusterQueue``);
+        without ClusterQueues the quota is taken with it."""
         with self.store.lock:
             wl = self.workload(name)
-            self.cluster.kueue_quota = False
-            c = self.cluster
-            c.set_condition(
-                wl,
-                "Evicted",
-                "True",
-                "Preempted",
-                "Preempted to accommodate a workload (UID: 5c1d, JobUID: 77aa) due to "
-                "prioritization in the ClusterQueue",
+            if not self.cluster.kueue_cluster_queues:
+                self.cluster.kueue_quota = False
+            preemptor = {"metadata": {"uid": "5c1d", "labels": {KUEUE_JOB_UID: "77aa"}}}
+            message = kueue.preemption_message(preemptor, "InClusterQueue", "cluster-queue")
+            self.cluster.set_condition(wl, "Evicted", "True", "Preempted", message)
+            self.cluster.set_condition(wl, "Preempted", "True", "InClusterQueue", message)
+            self.reconcile()
+
+    def kueue_evict(self, name: str, reason: str, message: str) -> None:
+        """Kueue evicts the workload for ``reason`` (``PodsReadyTimeout``,
+        ``AdmissionCheck``, ``ClusterQueueStopped``, ``NodeFailures``...) with Kueue's
+        ``message``; it is requeued and admitted again when it fits."""
+        with self.store.lock:
+            wl = self.workload(name)
+            self.cluster.set_condition(wl, "Evicted", "True", reason, message)
+            self.reconcile()
+
+    def kueue_requeuing_limit(self, name: str) -> None:
+        """waitForPodsReady's ``backoffLimitCount`` is reached: Kueue marks the workload
+        ``DeactivationTarget`` (``RequeuingLimitExceeded``) and deactivates it."""
+        with self.store.lock:
+            wl = self.workload(name)
+            self.cluster.set_condition(
+                wl, "DeactivationTarget", "True", "RequeuingLimitExceeded", kueue.REQUEUE_LIMIT
             )
-            c.set_condition(
-                wl,
-                "Preempted",
-                "True",
-                "InClusterQueue",
-                "Preempted to accommodate a workload (UID: 5c1d, JobUID: 77aa) due to "
-                "prioritization in the ClusterQueue",
-            )
-            c.set_condition(wl, "QuotaReserved", "False", "Pending", "Preempted")
-            c.set_condition(
-                wl, "Admitted", "False", "NoReservation", "The workload has no reservation"
-            )
+            wl["spec"]["active"] = False
+            self.store.touch(wl)
             self.reconcile()
 
     def kueue_deactivate(self, name: str) -> None:
