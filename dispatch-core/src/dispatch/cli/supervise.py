@@ -55,6 +55,14 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Supervise a SQLite record on a network file system anyway (warned, not refused).",
 )
+@click.option(
+    "--metrics",
+    "metrics_at",
+    metavar="HOST:PORT",
+    help="Also serve /metrics (Prometheus text: the record's, and this supervisor's tick "
+    "durations, last tick, unreachable backends) on HOST:PORT; an address beyond "
+    "loopback needs DISPATCH_UI_TOKEN. See docs/ui.md.",
+)
 @click.option("--pid-file", hidden=True, help="Set by --detach: the pid file to hold.")
 @json_option
 @pass_ctx
@@ -71,6 +79,7 @@ def supervise(
     allow_network_fs: bool,
     pid_file: str | None,
     as_json: bool,
+    metrics_at: str | None = None,
 ) -> None:
     """Run the supervisor: act on every active job; exits cleanly on SIGTERM/SIGINT.
 
@@ -95,7 +104,7 @@ def supervise(
     if detach:
         _detach(c, interval, lease_seconds, allow_network_fs, as_json)
         return
-    _run(c, once, interval, lease_seconds, pid_file, as_json)
+    _run(c, once, interval, lease_seconds, pid_file, as_json, metrics_at)
 
 
 def _run(
@@ -105,6 +114,7 @@ def _run(
     lease_seconds: float,
     pid_file: str | None,
     as_json: bool,
+    metrics_at: str | None = None,
 ) -> None:
     import dataclasses
     import signal
@@ -122,7 +132,13 @@ def _run(
     unreachable: list[str] = []
     owner = owner_name()
 
+    ticks = _serve_metrics(c, metrics_at) if metrics_at is not None else None
+
     def report_tick(report: TickReport) -> None:
+        if ticks is not None:
+            from dispatch.job_records import utc_now
+
+            ticks.observe(report, utc_now())
         unreachable[:] = sorted(report.unreachable)
         if held is not None and not _eventful(report):
             return  # a detached supervisor's log keeps what happened, not every quiet tick
@@ -152,6 +168,32 @@ def _run(
         # the tick ran (leases released) but could not ask every backend: exit 3, as
         # docs/cli.md defines for an unreachable scheduler, so a cron job or a unit sees it
         raise SystemExit(exit_codes.UNREACHABLE)
+
+
+def _serve_metrics(c: Context, where: str) -> Any:
+    """Start serving /metrics on ``where`` (HOST:PORT) from a thread with its own
+    connection to the record; the collector the loop feeds after each tick."""
+    import os
+    import threading
+
+    from dispatch.client import Client
+    from dispatch.model.errors import BadInput
+    from dispatch.store import open_store
+    from dispatch.ui.metrics import TickMetrics
+    from dispatch.ui.server import UI, make_server
+
+    host, sep, port = where.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise BadInput(f"--metrics takes HOST:PORT (e.g. 127.0.0.1:9464); got {where!r}")
+    ticks = TickMetrics()
+    url, _ = _store_url(c)
+    reader = Client(open_store(url), registry=c.client.registry)
+    ui = UI(reader, token=os.environ.get("DISPATCH_UI_TOKEN"), pages=False, collectors=[ticks])
+    server = make_server(ui, host.strip("[]"), int(port))
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    bound = server.server_address
+    click.echo(f"metrics on http://{bound[0]!s}:{bound[1]}/metrics", err=True)
+    return ticks
 
 
 def _eventful(report: Any) -> bool:

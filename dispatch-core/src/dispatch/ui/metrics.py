@@ -188,6 +188,77 @@ class RecordMetrics:
         yield age
 
 
+#: Tick durations the histogram sorts into (seconds).
+TICK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class TickMetrics:
+    """What ``dispatch supervise --metrics`` adds for its own loop: each tick's duration
+    (a histogram), the last tick's time, the backends the last tick could not ask, and the
+    ticks' errors. ``observe`` is called after each tick, in the supervisor's thread; it
+    only counts, so a tick costs the same with or without a scrape."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.buckets = [0] * len(TICK_BUCKETS)
+        self.count = 0
+        self.total = 0.0
+        self.last: datetime | None = None
+        self.unreachable: dict[str, str] = {}
+        self.seen: set[str] = set()
+        self.errors = 0
+
+    def observe(self, report: Any, ended: datetime) -> None:
+        seconds = max((ended - report.at).total_seconds(), 0.0)
+        with self.lock:
+            for i, bound in enumerate(TICK_BUCKETS):
+                if seconds <= bound:
+                    self.buckets[i] += 1
+            self.count += 1
+            self.total += seconds
+            self.last = ended
+            self.unreachable = dict(report.unreachable)
+            self.seen.update(report.discovery_calls, report.unreachable)
+            self.errors += len(report.errors)
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        with self.lock:
+            buckets = [(str(b), float(n)) for b, n in zip(TICK_BUCKETS, self.buckets, strict=True)]
+            buckets.append(("+Inf", float(self.count)))
+            yield HistogramMetricFamily(
+                "dispatch_supervisor_tick_seconds",
+                "How long this supervisor's ticks took.",
+                buckets=buckets,
+                sum_value=self.total,
+            )
+            last = GaugeMetricFamily(
+                "dispatch_supervisor_tick_last_timestamp_seconds",
+                "When this supervisor's last tick ended (Unix time).",
+            )
+            if self.last is not None:
+                last.add_metric([], self.last.timestamp())
+            yield last
+            down = GaugeMetricFamily(
+                "dispatch_backend_unreachable",
+                "1 when this supervisor's last tick could not ask the backend.",
+                labels=["backend"],
+            )
+            for backend in sorted(self.seen):
+                down.add_metric([backend], 1.0 if backend in self.unreachable else 0.0)
+            yield down
+            yield CounterMetricFamily(
+                "dispatch_supervisor_tick_errors",
+                "Errors this supervisor's ticks reported (one per job it could not act on).",
+                value=self.errors,
+            )
+
+
 def _counter(factory: Any, name: str, doc: str, labels: list[str], counts: Any) -> Any:
     family = factory(name, doc, labels=labels)
     for key, n in sorted(counts.items()):
@@ -195,8 +266,9 @@ def _counter(factory: Any, name: str, doc: str, labels: list[str], counts: Any) 
     return family
 
 
-def render(metrics: RecordMetrics) -> bytes:
-    """The Prometheus text format of ``metrics`` (read up to now)."""
+def render(metrics: RecordMetrics, *more: Any) -> bytes:
+    """The Prometheus text format of ``metrics`` (read up to now), and of any ``more``
+    collectors (a supervisor's :class:`TickMetrics`)."""
     try:
         from prometheus_client import CollectorRegistry, generate_latest
     except ImportError as exc:  # the optional dependency
@@ -204,8 +276,9 @@ def render(metrics: RecordMetrics) -> bytes:
 
         raise BadInput("metrics need prometheus_client: pip install 'dispatch-core[ui]'") from exc
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(metrics)
+    for collector in (metrics, *more):
+        registry.register(collector)
     return generate_latest(registry)
 
 
-__all__ = ["RecordMetrics", "render"]
+__all__ = ["RecordMetrics", "TickMetrics", "render"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -63,7 +63,11 @@ class UI:
         *,
         token: str | None = None,
         clock: Callable[[], datetime] | None = None,
+        pages: bool = True,
+        collectors: Sequence[Any] = (),
     ) -> None:
+        """``pages=False`` serves ``/metrics`` alone (``dispatch supervise --metrics``),
+        with ``collectors`` rendered after the record's."""
         from dispatch.job_records import utc_now
         from dispatch.ui.metrics import RecordMetrics
 
@@ -72,6 +76,8 @@ class UI:
         self.clock = clock or utc_now
         self.lock = threading.Lock()
         self.metrics = RecordMetrics(client.store, self.clock)
+        self.pages = pages
+        self.collectors = tuple(collectors)
 
     def answer(self, path: str) -> tuple[int, str, bytes]:
         """(status, content type, body) for a GET of ``path``."""
@@ -85,14 +91,17 @@ class UI:
         try:
             with self.lock:
                 now = self.clock()
+                if parts == ["metrics"]:
+                    from dispatch.ui.metrics import render
+
+                    body = render(self.metrics, *self.collectors)
+                    return 200, "text/plain; version=0.0.4; charset=utf-8", body
+                if not self.pages:
+                    return _error(HTTPStatus.NOT_FOUND, "this server has /metrics only")
                 if not parts:
                     return 200, page, views.list_page(self.client, query, now).encode()
                 if parts == ["summary"]:
                     return 200, page, views.summary_page(self.client, now).encode()
-                if parts == ["metrics"]:
-                    from dispatch.ui.metrics import render
-
-                    return 200, "text/plain; version=0.0.4; charset=utf-8", render(self.metrics)
                 if len(parts) == 2 and parts[0] == "jobs":
                     return 200, page, views.job_page(self.client, parts[1], now).encode()
                 if len(parts) == 3 and parts[0] == "jobs" and parts[2] == "logs":
