@@ -34,6 +34,7 @@ _WHERE: dict[str, str] = {
     "Escalation": "dispatch.core.job",
     "Event": "dispatch.model.events",
     "Execution": "dispatch.model.discovery",
+    "Group": "dispatch.model.events",
     "Hold": "dispatch.core.job",
     "Identity": "dispatch.model.events",
     "Job": "dispatch.core.job",
@@ -66,6 +67,7 @@ _WHERE: dict[str, str] = {
     "SubmissionStatus": "dispatch.core.status",
     "Submit": "dispatch.core.effects",
     "SubmitRefused": "dispatch.model.errors",
+    "Sweep": "dispatch.client",
     "Transition": "dispatch.core.job",
     "UnknownBackend": "dispatch.model.errors",
     "UnknownJob": "dispatch.model.errors",
@@ -98,6 +100,7 @@ if TYPE_CHECKING:
     from dispatch.backends import Registry as Registry
     from dispatch.client import Client as Client
     from dispatch.client import JobHandle as JobHandle
+    from dispatch.client import Sweep as Sweep
     from dispatch.core.cause import Cause as Cause
     from dispatch.core.cause import root_cause as root_cause
     from dispatch.core.decisions import decide as decide
@@ -149,6 +152,7 @@ if TYPE_CHECKING:
     from dispatch.model.errors import UnknownJob as UnknownJob
     from dispatch.model.errors import Unreachable as Unreachable
     from dispatch.model.events import Event as Event
+    from dispatch.model.events import Group as Group
     from dispatch.model.events import Identity as Identity
     from dispatch.model.prepared import Prepared as Prepared
     from dispatch.model.selection import LogSelection as LogSelection

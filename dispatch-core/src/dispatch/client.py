@@ -170,6 +170,22 @@ class DryRun:
     rendered: str | None = None
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """A recorded sweep (:meth:`Client.sweep`): its group id and its members' handles,
+    in member order (member ``i`` is job ``<group_id>-<i>``)."""
+
+    group_id: str
+    members: tuple[JobHandle, ...]
+    #: Each member's values, in member order.
+    values: tuple[dict[str, str], ...]
+    max_running: int | None = None
+
+    @property
+    def job_ids(self) -> list[str]:
+        return [m.job_id for m in self.members]
+
+
 def current_actor() -> str:
     """Who is asking: the OS user (recorded with every request)."""
     try:
@@ -423,6 +439,142 @@ class Client:
         if start:
             self.start(job_id)
         return JobHandle(self, job_id)
+
+    def sweep(
+        self,
+        command: Sequence[str] | None,
+        grid: str | Mapping[str, Sequence[Any]],
+        *,
+        backend: str | None = None,
+        policy: PolicyArg = None,
+        max_running: int | None = None,
+        start: bool = True,
+        **fields: Unpack[SpecFields],
+    ) -> Sweep:
+        """Record one job per point of ``grid`` (:mod:`dispatch.sweep`), as one group,
+        and submit them now (at most ``max_running`` at once; a supervisor submits the
+        rest as members end). Each member is a job of its own: its record, budget,
+        causes, submissions and logs.
+
+        :param command: argv whose words may hold ``{key}`` placeholders (as may
+            ``name``), or give ``script``/``script_file`` (then the values reach it
+            through ``DISPATCH_SWEEP_<KEY>``).
+        :param grid: ``"lr=[1e-3,3e-4],seed=1..4"``, or a mapping of each key to its values
+            (``{"lr": [1e-3, 3e-4], "seed": range(1, 5)}``).
+        :param max_running: at most this many members submitted and not ended at once.
+        :raises BadInput: a bad grid, a placeholder that is not a key, a key never used,
+            more than 10,000 members, or anything :meth:`submit` refuses; nothing is
+            recorded.
+        """
+        return self.sweep_spec(
+            self.spec(command, **fields),
+            grid,
+            backend=backend,
+            policy=policy,
+            max_running=max_running,
+            start=start,
+            script=fields.get("script") is not None or fields.get("script_file") is not None,
+        )
+
+    def sweep_specs(
+        self,
+        template: JobSpec,
+        grid: str | Mapping[str, Sequence[Any]],
+        *,
+        group_id: str,
+        script: bool = False,
+    ) -> tuple[list[JobSpec], list[dict[str, str]]]:
+        """Each member's spec and values: ``template`` with its placeholders replaced and
+        the member's ``DISPATCH_SWEEP_*`` variables added (checked, nothing recorded)."""
+        from dispatch.sweep import (
+            check_grid,
+            check_uses,
+            environment,
+            expand,
+            parse,
+            placeholders,
+            substitute,
+        )
+
+        points = parse(grid) if isinstance(grid, str) else check_grid(grid)
+        if script:  # a script reads its values from the environment; the name may use them
+            for key in sorted(placeholders(template.name, "the name")):
+                if key not in points:
+                    raise BadInput(f"sweep: the name uses {{{key}}}, which is not a key")
+        else:
+            check_uses(points, template.command, template.name)
+        members = expand(points)
+        specs: list[JobSpec] = []
+        for member in members:
+            values = member.values
+            env = dict(template.env)
+            env.update(environment(group_id, member, len(members)))
+            name = substitute(template.name, values)
+            check_text(name, "name")
+            specs.append(
+                template.model_copy(
+                    update={
+                        "command": tuple(substitute(w, values) for w in template.command),
+                        "name": name,
+                        "env": env,
+                    }
+                )
+            )
+        return specs, [m.values for m in members]
+
+    def sweep_spec(
+        self,
+        template: JobSpec,
+        grid: str | Mapping[str, Sequence[Any]],
+        *,
+        backend: str | None = None,
+        policy: PolicyArg = None,
+        max_running: int | None = None,
+        start: bool = True,
+        script: bool = False,
+    ) -> Sweep:
+        """:meth:`sweep` for a ready template :class:`dispatch.JobSpec`."""
+        from dispatch.job_records import create_group
+        from dispatch.sweep import new_group_id
+
+        if max_running is not None and (
+            isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1
+        ):
+            raise BadInput(f"max_running: give a whole number of at least 1, not {max_running!r}")
+        group_id = new_group_id()
+        specs, values = self.sweep_specs(template, grid, group_id=group_id, script=script)
+        backend_name, plan = self._prepare(backend, policy, specs[0])
+        chosen = self.registry.get(backend_name)
+        for spec in specs[1:]:
+            chosen.validate(spec)
+        job_ids = create_group(
+            self.store,
+            self.registry,
+            backend=backend_name,
+            specs=specs,
+            policy=plan.policy,
+            group_id=group_id,
+            values=values,
+            max_running=max_running,
+            actor=self.actor,
+        )
+        if start:
+            self.start_many(job_ids)
+        return Sweep(
+            group_id,
+            tuple(JobHandle(self, job_id) for job_id in job_ids),
+            tuple(values),
+            max_running,
+        )
+
+    def start_many(self, job_ids: Sequence[str]) -> TickReport:
+        """:meth:`start` for several jobs in one tick (one discovery per backend); the
+        members of a sweep with ``max_running`` are submitted only into free slots."""
+        supervisor = self.supervisor(list(job_ids))
+        try:
+            return supervisor.tick()
+        finally:
+            supervisor.release()
 
     def start(self, job_id: str) -> TickReport:
         """One supervisor tick on this job alone: a new job's first submission goes to the
@@ -690,6 +842,7 @@ __all__ = [
     "JobHandle",
     "LeftToSubmitter",
     "SpecFields",
+    "Sweep",
     "WaitTimeout",
     "current_actor",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from dispatch.backends import Registry
@@ -22,7 +22,7 @@ from dispatch.core.status import Status
 from dispatch.model.discovery import Discovery
 from dispatch.model.enums import Capability, Enforcer, State
 from dispatch.model.errors import BadInput, RecordConflict
-from dispatch.model.events import Event, Identity, JobCreated
+from dispatch.model.events import Event, Group, Identity, JobCreated
 from dispatch.model.spec import JobSpec
 from dispatch.model.supervision import Supervision
 from dispatch.store.base import RecordStore, VersionConflict
@@ -100,6 +100,7 @@ def create_job(
     supersedes: str | None = None,
     environment: Mapping[str, str] | None = None,
     by: Identity | None = None,
+    group: Group | None = None,
 ) -> str:
     """Record a new job; the supervisor submits it on its next tick. Returns the job id.
 
@@ -127,9 +128,85 @@ def create_job(
         plan=plan,
         supersedes=supersedes,
         by=by or identity_of(store),
+        group=group,
     )
     store.append(job_id, 0, [created])
     return job_id
+
+
+def create_group(
+    store: RecordStore,
+    registry: Registry,
+    *,
+    backend: str,
+    specs: Sequence[JobSpec],
+    policy: RecoveryPolicy,
+    group_id: str,
+    values: Sequence[Mapping[str, str]],
+    max_running: int | None = None,
+    now: datetime | None = None,
+    actor: str | None = None,
+    by: Identity | None = None,
+) -> list[str]:
+    """Record the members of a sweep (:mod:`dispatch.sweep`) in one write: member ``i``
+    is job ``<group_id>-<i>`` with ``specs[i]`` and ``values[i]``. Every spec is checked
+    before anything is recorded. Returns the job ids in member order."""
+    from dispatch.store.base import Batch
+    from dispatch.sweep import member_id
+
+    if len(specs) != len(values) or not specs:
+        raise BadInput("a sweep needs one spec and one set of values per member, at least one")
+    plan = bind_plan(registry, backend, policy)
+    native = frozenset(b.rule.action for b in plan.bindings if b.enforcer is Enforcer.BACKEND)
+    for spec in specs:
+        check_spec(registry, backend, spec)
+    at = now or utc_now()
+    who = by or identity_of(store)
+    batches: list[Batch] = []
+    for index, (spec, chosen) in enumerate(zip(specs, values, strict=True)):
+        job_id = member_id(group_id, index)
+        group = Group(
+            id=group_id,
+            index=index,
+            size=len(specs),
+            values=dict(chosen),
+            max_running=max_running,
+        )
+        created = JobCreated(
+            job_id=job_id,
+            seq=1,
+            at=at,
+            actor=actor,
+            name=spec.name,
+            backend=backend,
+            spec=spec.model_copy(update={"native_actions": native}),
+            plan=plan,
+            by=who,
+            group=group,
+        )
+        batches.append(Batch(job_id, 0, [created]))
+    for batch in batches:
+        _keep_environment(registry, backend, batch.job_id, None)
+    results = store.append_many(batches)
+    for result in results.values():
+        if isinstance(result, RecordConflict):
+            raise result
+    return [batch.job_id for batch in batches]
+
+
+def load_group(store: RecordStore, group_id: str) -> list[Job]:
+    """The members of sweep ``group_id``, in member order (two reads of the record).
+
+    :raises UnknownJob: the record has no such group.
+    """
+    from dispatch.sweep import member_id
+
+    first = load_job(store, member_id(group_id, 0))
+    if first.group is None or first.group.id != group_id:
+        raise BadInput(f"{group_id}: not a sweep's group id")
+    rest = [member_id(group_id, i) for i in range(1, first.group.size)]
+    read = store.read_many(rest) if rest else {}
+    return [first, *(fold(read[job_id]) for job_id in rest)]
 
 
 def _keep_environment(

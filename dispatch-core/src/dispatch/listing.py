@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 #: The ``--state`` values: every state, and ``active`` (any state but a terminal one).
 STATE_CHOICES = ("active", *(s.value for s in State))
+#: Why a member of a sweep with --max-running waits unsubmitted.
+SWEEP_SLOT = "waiting for a sweep slot"
 #: Jobs read per page while a filter leaves rows out.
 PAGE = 200
 
@@ -264,6 +266,8 @@ def waiting_for(status: Status) -> str | None:
     if status.state is not State.PENDING:
         return None
     if not status.submissions:
+        if status.group is not None and status.group.max_running is not None:
+            return SWEEP_SLOT
         return "not submitted yet"
     latest = status.submissions[-1]
     alive = [o for o in latest.objects if o.alive]

@@ -78,6 +78,11 @@ _JOB_ID = attrgetter("job_id")
 _BACKEND = attrgetter("backend")
 
 
+def _unsubmitted(job: Job) -> bool:
+    """A job that would be submitted for the first time if decided now."""
+    return not job.submissions and job.outcome is None and job.cancel is None and job.hold is None
+
+
 def _by_job(objects: tuple[ObjectView, ...]) -> dict[str, tuple[ObjectView, ...]]:
     """``Discovery.of_job`` for every job at once: backends list a job's objects together,
     so cutting the runs (``groupby``, in C) is a third of grouping view by view."""
@@ -293,9 +298,12 @@ class Supervisor:
             return report
         leases = self._leases_for(active, now)
         report.leased = len(leases)
+        slotless = self._waiting_for_slot(leases)
 
         by_backend: dict[str, list[Job]] = {}
         for job_id in leases:
+            if job_id in slotless:
+                continue  # a sweep member with no free slot: not submitted this tick
             job = self._jobs[job_id]
             by_backend.setdefault(job.backend, []).append(job)
 
@@ -365,6 +373,56 @@ class Supervisor:
         if self._append([(a, leases[a.job_id]) for a in results], report):
             self._step("result-recorded")
         return report
+
+    def _waiting_for_slot(self, leased: Iterable[str]) -> set[str]:
+        """The members of sweeps with ``max_running`` that may not be submitted now.
+
+        A member holds a slot from its first submission until its outcome (its
+        resubmissions use the slot it holds; a held member keeps it). Free slots go to
+        the unsubmitted members in member order, over the whole group: a member this
+        supervisor holds no lease on keeps its turn. The count is of the record as this
+        supervisor folded it (every job, unless it watches chosen jobs, when the group's
+        members are read from the record)."""
+        waiting: dict[str, list[Job]] = {}
+        for job_id in leased:
+            job = self._jobs[job_id]
+            group = job.group
+            if group is not None and group.max_running is not None and _unsubmitted(job):
+                waiting.setdefault(group.id, []).append(job)
+        if not waiting:
+            return set()
+        members = self._members(set(waiting))
+        blocked: set[str] = set()
+        for group_id, jobs in waiting.items():
+            found = members.get(group_id)
+            limit = jobs[0].group.max_running if jobs[0].group is not None else None
+            if found is None or limit is None:
+                blocked.update(j.job_id for j in jobs)  # the group could not be read
+                continue
+            holding = sum(1 for m in found if m.submissions and m.outcome is None)
+            queue = sorted(m.group.index for m in found if m.group and _unsubmitted(m))
+            turn = set(queue[: max(0, limit - holding)])
+            blocked.update(j.job_id for j in jobs if j.group and j.group.index not in turn)
+        return blocked
+
+    def _members(self, group_ids: set[str]) -> dict[str, list[Job]]:
+        """Each group's members as folded here, or read from the record when this
+        supervisor watches chosen jobs only; a group that cannot be read is left out."""
+        if self._only is None:
+            found: dict[str, list[Job]] = {}
+            for job in self._jobs.values():
+                if job.group is not None and job.group.id in group_ids:
+                    found.setdefault(job.group.id, []).append(job)
+            return found
+        from dispatch.job_records import load_group
+
+        read: dict[str, list[Job]] = {}
+        for group_id in group_ids:
+            try:
+                read[group_id] = load_group(self.store, group_id)
+            except DispatchError as exc:
+                log.warning("sweep %s: its members could not be read: %s", group_id, exc)
+        return read
 
     def _decide(
         self,

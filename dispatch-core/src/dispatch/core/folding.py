@@ -140,6 +140,7 @@ class _Scratch:
                 "supersedes": c.supersedes,
                 "superseded_by": tuple(self.superseded_by),
                 "submitter": c.by,
+                "group": c.group,
             },
         )
 
@@ -396,6 +397,7 @@ def _thaw(job: Job) -> _Scratch:
             "plan": job.plan,
             "supersedes": job.supersedes,
             "by": job.submitter,
+            "group": job.group,
         },
     )
     s = _Scratch(created)

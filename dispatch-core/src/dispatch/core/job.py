@@ -12,7 +12,7 @@ from dispatch.core.cause import Cause
 from dispatch.core.policy import Plan
 from dispatch.model.base import Model
 from dispatch.model.enums import State
-from dispatch.model.events import Identity
+from dispatch.model.events import Group, Identity
 from dispatch.model.spec import JobSpec
 
 
@@ -93,6 +93,8 @@ class Job(Model):
     #: Who submitted the job (the process that recorded it); None in records written
     #: before submitters were recorded.
     submitter: Identity | None = None
+    #: The sweep this job is a member of; None for a job submitted on its own.
+    group: Group | None = None
 
     @property
     def current(self) -> Submission | None:

@@ -124,6 +124,7 @@ def _status(
         budgets=budgets,
         exclude_nodes=subs[-1].exclude_nodes if subs else (),
         submitter=job.submitter,
+        group=job.group,
     )
 
 

@@ -9,7 +9,7 @@ from dispatch.core.job import Escalation, Transition
 from dispatch.model.base import Model
 from dispatch.model.discovery import ObjectView
 from dispatch.model.enums import Level, State
-from dispatch.model.events import Identity
+from dispatch.model.events import Group, Identity
 from dispatch.model.supervision import Supervision
 
 
@@ -68,3 +68,5 @@ class Status(Model):
     supervisor: Supervision | None = None
     #: The scheduler could not be asked (its words, since when): the record alone is shown.
     unreachable: Unreached | None = None
+    #: The sweep the job is a member of (its group id, index, values), else None.
+    group: Group | None = None

@@ -62,7 +62,23 @@ class _Event(Model):
     actor: str | None = None
 
 
+class Group(Model):
+    """The sweep a job is a member of (``dispatch submit --sweep``): the group's id, this
+    member's place in it (0-based, in the order the grid expands), how many members it
+    has, this member's values, and at most how many members may be submitted and not
+    ended at once (None: no bound). Member ``index`` of group ``G`` is job ``G-index``."""
+
+    id: str = Field(min_length=1)
+    index: int = Field(ge=0)
+    size: int = Field(ge=1)
+    values: dict[str, str] = Field(default_factory=dict)
+    max_running: int | None = Field(default=None, ge=1)
+
+
 class JobCreated(_Event):
+    """``group`` is set for a member of a sweep; records written before sweeps existed
+    decode with ``group`` None."""
+
     type: Literal["job-created"] = "job-created"
     name: str
     backend: str
@@ -70,6 +86,7 @@ class JobCreated(_Event):
     plan: Plan
     supersedes: str | None = None
     by: Identity | None = None
+    group: Group | None = None
 
 
 class SubmissionRequested(_Event):
@@ -242,6 +259,7 @@ __all__ = [
     "EVENT_TYPES",
     "DecodeError",
     "Event",
+    "Group",
     "Identity",
     "decode_event",
     "decode_event_obj",

@@ -50,7 +50,7 @@ log = logging.getLogger("dispatch.snapshot")
 
 #: The first line of a snapshot; the second is its JSON header, then the pickle.
 MAGIC = b"dispatch-snapshot\n"
-FORMAT = 1
+FORMAT = 2  # 2: a folded Job has a group
 
 
 @dataclass(frozen=True)
