@@ -1105,3 +1105,58 @@ def test_a_running_trainjob_has_no_pending_reason_from_an_old_eviction() -> None
     )
     view = see(trainjob(labels=QUEUED), wl=wl)
     assert view.cause is None and view.pending_reason is None
+
+
+# -- Trainer 2.0 and 2.1: Jobs (and on 2.0 Pods) without dispatch labels ---------------
+
+
+def _trainer_20(obj: dict[str, Any]) -> dict[str, Any]:
+    """As Trainer 2.0 leaves a Job or Pod: only JobSet's own labels, no dispatch tag."""
+    for key in tags.labels(JOB_ID, 1):
+        obj["metadata"]["labels"].pop(key)
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("ending", "kind", "code"),
+    [
+        (terminated("Error", 3), CauseKind.NON_ZERO_EXIT, 3),
+        (terminated("OOMKilled", 137), CauseKind.OUT_OF_MEMORY, 137),
+    ],
+)
+def test_trainer_20_children_are_grouped_by_jobset_name_and_read_as_on_22(
+    ending: dict[str, Any], kind: CauseKind, code: int
+) -> None:
+    """The TrainJob's FailedJobs hides the cause; the unlabelled pods found by their
+    JobSet's name give the same kind and exit code as on 2.2."""
+    failed = c(
+        "Failed", reason="FailedJobs", message="jobset failed due to one or more job failures"
+    )
+    items = (
+        [trainjob(failed)],
+        [jobset()],
+        [_trainer_20(job(c("Failed", reason="PodFailurePolicy", message="x")))],
+        [_trainer_20(pod(phase="Failed", state=ending))],
+    )
+    (ev,) = group(*items, [node()], [], {JOB_ID})
+    assert len(ev.jobs) == 1 and len(ev.pods) == 1
+    view = classify(ev)
+    assert view.phase is Phase.ENDED and view.cause is not None
+    assert (view.cause.kind, view.cause.exit_code) == (kind, code)
+
+
+def test_trainer_20_eviction_read_from_the_unlabelled_jobs_message_once_the_pod_is_gone() -> None:
+    message = (
+        f"Pod {NS}/{NAME}-node-0-0-x0 has condition DisruptionTarget matching FailJob rule at "
+        "index 0"
+    )
+    failed = c(
+        "Failed", reason="FailedJobs", message="jobset failed due to one or more job failures"
+    )
+    job_failed = c("Failed", reason="PodFailurePolicy", message=message)
+    (ev,) = group(
+        [trainjob(failed)], [jobset()], [_trainer_20(job(job_failed))], [], [], [], {JOB_ID}
+    )
+    view = classify(ev)
+    assert view.cause is not None and view.cause.kind is CauseKind.PREEMPTED
+    assert message in view.cause.detail

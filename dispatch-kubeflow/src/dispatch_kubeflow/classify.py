@@ -427,6 +427,9 @@ class Row:
     why: str
     reasons: tuple[str, ...] = ()
     tests: tuple[str, ...] = field(default=())
+    #: the Trainer versions whose objects can reach this row (all that dispatch sends to,
+    #: unless the row reads a field only later versions have)
+    trainer: str = "2.0, 2.1, 2.2"
 
     def matches(self, f: Facts) -> bool:
         if not all(FACTS[name][1](f) for name in self.when):
@@ -466,7 +469,8 @@ TABLE: tuple[Row, ...] = (
         "a program that caught the warning and exited 0 still ended on the time limit (S-45)",
         reasons=("DeadlineExceeded",),
         tests=("test_trainjob_deadline_is_time_limit",
-               "test_deadline_after_the_warning_is_time_limit_although_the_pods_exited_0")),
+               "test_deadline_after_the_warning_is_time_limit_although_the_pods_exited_0"),
+        trainer="2.2"),
     Row(("complete",), E, "Complete", "complete", None, "cause", "every Job completed",
         tests=("test_complete_is_ended_none",)),
     Row(("failed",), E, "Failed", "trainjob-failed", K.LAUNCH_FAILED, "cause",
@@ -700,8 +704,8 @@ def render_markdown() -> str:
         "### The object table (`classify.TABLE`)",
         "",
         "| # | when (all hold) | reason | phase | shown | cause from | kind | execution "
-        "| why | test |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| Trainer | why | test |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, row in enumerate(TABLE):
         when = " + ".join(f"{n}" for n in row.when) or "otherwise"
@@ -711,7 +715,7 @@ def render_markdown() -> str:
         tests = ", ".join(f"`{t}`" for t in row.tests)
         lines.append(
             f"| {i} | {when} | {reasons} | {row.phase.value} | {row.state} | {source} | "
-            f"{kind} | {row.execution} | {row.why} | {tests} |"
+            f"{kind} | {row.execution} | {row.trainer} | {row.why} | {tests} |"
         )
     lines += ["", "Facts:", ""]
     lines += [f"- `{name}`: {desc}" for name, (desc, _) in FACTS.items()]
