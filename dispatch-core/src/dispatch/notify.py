@@ -20,6 +20,18 @@ Delivery guarantees, per sink (a URL or command):
 - **never in the tick's way**: delivery runs in a background thread; ``poke`` returns at
   once and nothing a sink does (hang, refuse, fail) reaches the supervisor.
 
+On a record shared by supervisors on several hosts (PostgreSQL: a store with
+``claim_delivery``), each host's cursor only says how far it has read; who delivers is
+decided in the record. A delivery table holds one row per (sink, job, seq): a supervisor
+claims it (for the sink's timeout and a margin, measured by the database's clock, so
+skewed host clocks do not matter), sends, and records ``delivered``, ``failed`` (with the
+retry time, for any supervisor to take up) or ``dropped``; a row delivered or dropped is
+never sent again, and a host reads past an event only once its row is finished. The
+sink's start (``since``) is the first notifier's, shared by all. So a person is told once
+per (job, seq) whichever supervisors run; the gap left is the same as above (a
+supervisor that dies after the receiver answered and before the row is written, whose
+claim then expires), which the ``Idempotency-Key`` closes at the receiver.
+
 A first run starts at the events committed after the notifier was made (no flood of
 old events).
 """
@@ -32,6 +44,7 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -165,6 +178,12 @@ class Notifier:
         self.delivered = 0
         #: Events committed from here on are owed (the cursor's start on a first run).
         self._born = _now()
+        #: The sink's name in a shared record's delivery table (the same for every host
+        #: configured with this URL or command), and this notifier's name for its claims.
+        self.sink = hashlib.sha256(
+            json.dumps([url, self.command], default=str).encode()
+        ).hexdigest()[:16]
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
 
     # ------------------------------------------------------------------ control
     def poke(self) -> None:
@@ -236,10 +255,14 @@ class Notifier:
             if not mine:
                 return 1.0
             cursor = self._load()
+            shared = callable(getattr(store, "claim_delivery", None))
+            if shared:  # the sink's start is the record's, the same on every host
+                born = datetime.fromisoformat(cursor["since"])
+                cursor["since"] = store.delivery_since(self.sink, born).isoformat()  # type: ignore[attr-defined]
             while True:
                 events, position = _page(store, cursor["position"])
                 for event in events:
-                    wait = self._one(store, cursor, event)
+                    wait = (self._shared if shared else self._one)(store, cursor, event)
                     if wait is not None:
                         return wait
                 if not events or position == cursor["position"]:
@@ -285,6 +308,64 @@ class Notifier:
         self._save(cursor)
         return wait
 
+    def _shared(self, store: Any, cursor: dict[str, Any], event: Event) -> float | None:
+        """:meth:`_one` on a shared record: the delivery table decides who sends."""
+        key = f"{event.job_id}:{event.seq}"
+        if (
+            event.type not in self.events
+            or key in cursor["done"]
+            or event.at < datetime.fromisoformat(cursor["since"])
+        ):
+            return None
+        hold = self.timeout + 30.0
+        verdict, attempts, wait = store.claim_delivery(
+            self.sink, event.job_id, event.seq, self.owner, hold
+        )
+        if verdict == "busy":  # another supervisor sends it, or its retry is not due
+            return max(float(wait), 0.5)
+        if verdict == "mine":
+            try:
+                record = store.read(event.job_id)
+            except DecodeError as exc:
+                record = []
+                log.warning("notification %s: the job's record does not decode: %s", key, exc)
+            problem = self._send(event, body_of(event, record))
+            if problem is not None:
+                attempts += 1
+                if attempts < self.max_attempts:
+                    retry = float(min(self.backoff * 2 ** (attempts - 1), self.max_backoff))
+                    log.warning(
+                        "notification %s failed (%s); retry %d in %.0f s",
+                        key,
+                        problem,
+                        attempts,
+                        retry,
+                    )
+                    store.finish_delivery(
+                        self.sink,
+                        event.job_id,
+                        event.seq,
+                        self.owner,
+                        outcome="failed",
+                        retry_in=retry,
+                        error=problem,
+                    )
+                    return retry
+                log.error("notification %s dropped after %d attempts: %s", key, attempts, problem)
+            else:
+                self.delivered += 1
+            store.finish_delivery(
+                self.sink,
+                event.job_id,
+                event.seq,
+                self.owner,
+                outcome="delivered" if problem is None else "dropped",
+                error=problem,
+            )
+        cursor["done"].append(key)
+        self._save(cursor)
+        return None
+
     def _send(self, event: Event, body: dict[str, Any]) -> str | None:
         """Deliver one body; None on success, else what went wrong."""
         data = json.dumps(body).encode()
@@ -312,6 +393,7 @@ class Notifier:
             "DISPATCH_EVENT": event.type,
             "DISPATCH_JOB_ID": event.job_id,
             "DISPATCH_SEQ": str(event.seq),
+            "DISPATCH_IDEMPOTENCY_KEY": body["key"],
         }
         try:
             done = subprocess.run(

@@ -52,7 +52,9 @@ if TYPE_CHECKING:
 #: Bumped when the tables change; a database written by a newer build is refused.
 #: 2: row-level security (owner_role, role, the policies below).
 #: 3: ``dispatch_supervisors``, the supervisors' beats.
-SCHEMA_VERSION = 3
+#: 4: ``dispatch_deliveries`` and ``dispatch_delivery_sinks``: notifications delivered
+#: once per (sink, job, seq) by whichever supervisor claims them (``dispatch.notify``).
+SCHEMA_VERSION = 4
 
 #: Members of this role act on every job (supervisors); others on their own (docs/record.md).
 OPERATOR_ROLE = "dispatch_operator"
@@ -152,6 +154,36 @@ _SCHEMA = (
     f"USING (role = current_user OR {_OPERATOR}) "
     f"WITH CHECK (role = current_user OR {_OPERATOR})",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON dispatch_supervisors TO PUBLIC",
+    # -- 4: notification deliveries, shared by every supervisor on the record. A sink's row
+    # says from when its events are owed; a delivery's row who is sending it (a claim
+    # until a time of the database's clock, so hosts' clocks do not matter), how often it
+    # failed, and whether it was delivered or dropped. Rows follow their job's visibility.
+    """CREATE TABLE IF NOT EXISTS dispatch_delivery_sinks (
+        sink text PRIMARY KEY,
+        since timestamptz NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS dispatch_deliveries (
+        sink text NOT NULL,
+        job_id text NOT NULL,
+        seq integer NOT NULL,
+        state text NOT NULL DEFAULT 'pending',
+        owner text,
+        claimed_until timestamptz,
+        attempts integer NOT NULL DEFAULT 0,
+        next_at timestamptz,
+        error text,
+        finished_at timestamptz,
+        role text NOT NULL DEFAULT current_user,
+        PRIMARY KEY (sink, job_id, seq)
+    )""",
+    "ALTER TABLE dispatch_deliveries ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE dispatch_deliveries FORCE ROW LEVEL SECURITY",
+    "DROP POLICY IF EXISTS dispatch_delivery ON dispatch_deliveries",
+    f"CREATE POLICY dispatch_delivery ON dispatch_deliveries "
+    f"USING ({_OPERATOR} OR {_owns('dispatch_deliveries')}) "
+    f"WITH CHECK ({_OPERATOR} OR {_owns('dispatch_deliveries')})",
+    "GRANT SELECT, INSERT ON dispatch_delivery_sinks TO PUBLIC",
+    "GRANT SELECT, INSERT, UPDATE ON dispatch_deliveries TO PUBLIC",
 )
 
 #: How often a transaction that PostgreSQL aborted to break a deadlock is tried again.
@@ -524,6 +556,106 @@ class PostgresStore(SQLStore):
                 if lease.job_id not in inserted:
                     del got[lease.job_id]
         return got
+
+    # -- notification deliveries (schema 4): see dispatch.notify ---------------------------
+
+    def delivery_since(self, sink: str, born: datetime) -> datetime:
+        """When ``sink``'s notifications start being owed: the first notifier's ``born``,
+        the same for every supervisor on the record."""
+
+        def body(conn: psycopg.Connection[Any]) -> datetime:
+            conn.execute(
+                "INSERT INTO dispatch_delivery_sinks (sink, since) VALUES (%s, %s) "
+                "ON CONFLICT (sink) DO NOTHING",
+                (sink, born),
+            )
+            row = conn.execute(
+                "SELECT since FROM dispatch_delivery_sinks WHERE sink = %s", (sink,)
+            ).fetchone()
+            assert row is not None
+            return row[0]  # type: ignore[no-any-return]
+
+        return self._transaction("reading the notification start", body)
+
+    def claim_delivery(
+        self, sink: str, job_id: str, seq: int, owner: str, hold: float
+    ) -> tuple[str, int, float]:
+        """Claim the delivery of (``sink``, ``job_id``, ``seq``) for ``hold`` seconds.
+
+        Returns ``(verdict, attempts, wait)``: ``mine`` (send it now; ``attempts`` failed
+        before), ``done`` (delivered or dropped, by anyone), or ``busy`` (another
+        supervisor holds a claim, or a retry is not due: look again in ``wait`` s).
+        Times are the database's, so clocks that disagree between hosts do not matter.
+        """
+
+        def body(conn: psycopg.Connection[Any]) -> tuple[str, int, float]:
+            conn.execute(
+                "INSERT INTO dispatch_deliveries (sink, job_id, seq) VALUES (%s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                (sink, job_id, seq),
+            )
+            row = conn.execute(
+                "SELECT state, owner, attempts, "
+                "extract(epoch FROM claimed_until - clock_timestamp()), "
+                "extract(epoch FROM next_at - clock_timestamp()) "
+                "FROM dispatch_deliveries WHERE sink = %s AND job_id = %s AND seq = %s "
+                "FOR UPDATE",
+                (sink, job_id, seq),
+            ).fetchone()
+            if row is None:  # not visible to this role: not its job's to deliver
+                return "done", 0, 0.0
+            state, holder, attempts, claimed, due = row
+            if state != "pending":
+                return "done", int(attempts), 0.0
+            if claimed is not None and float(claimed) > 0 and holder != owner:
+                return "busy", int(attempts), float(claimed)
+            if due is not None and float(due) > 0:
+                return "busy", int(attempts), float(due)
+            conn.execute(
+                "UPDATE dispatch_deliveries SET owner = %s, "
+                "claimed_until = clock_timestamp() + make_interval(secs => %s) "
+                "WHERE sink = %s AND job_id = %s AND seq = %s",
+                (owner, hold, sink, job_id, seq),
+            )
+            return "mine", int(attempts), 0.0
+
+        return self._transaction("claiming a notification", body)
+
+    def finish_delivery(
+        self,
+        sink: str,
+        job_id: str,
+        seq: int,
+        owner: str,
+        *,
+        outcome: str,
+        retry_in: float = 0.0,
+        error: str | None = None,
+    ) -> bool:
+        """Record how a claimed delivery went: ``delivered``, ``dropped``, or ``failed``
+        (released, to be tried again ``retry_in`` s from now by any supervisor). False
+        when the claim was no longer ``owner``'s (it expired and another took it)."""
+        if outcome == "failed":
+            sql = (
+                "UPDATE dispatch_deliveries SET attempts = attempts + 1, owner = NULL, "
+                "claimed_until = NULL, error = %s, "
+                "next_at = clock_timestamp() + make_interval(secs => %s) "
+                "WHERE sink = %s AND job_id = %s AND seq = %s AND owner = %s "
+                "AND state = 'pending' RETURNING 1"
+            )
+            params: tuple[Any, ...] = (error, retry_in, sink, job_id, seq, owner)
+        else:
+            sql = (
+                "UPDATE dispatch_deliveries SET state = %s, error = %s, claimed_until = NULL, "
+                "finished_at = clock_timestamp() "
+                "WHERE sink = %s AND job_id = %s AND seq = %s AND owner = %s "
+                "AND state = 'pending' RETURNING 1"
+            )
+            params = (outcome, error, sink, job_id, seq, owner)
+        rows = self._transaction(
+            "recording a notification", lambda conn: conn.execute(sql, params).fetchall()
+        )
+        return bool(rows)
 
     def close(self) -> None:
         with self._lock:
