@@ -107,3 +107,14 @@ def test_metrics_are_scraped_while_the_supervisor_recovers_a_job(sh: Shell) -> N
 def test_a_metrics_address_that_is_not_host_port_is_refused(sh: Shell) -> None:
     out = sh.run("supervise", "--metrics", "9464")
     assert out.returncode != 0 and "HOST:PORT" in out.stderr
+
+
+def test_a_detached_or_unit_supervisor_keeps_its_metrics_address(sh: Shell) -> None:
+    unit = sh.run("supervise", "--print-systemd-unit", "--metrics", "127.0.0.1:9464")
+    assert unit.returncode == 0, unit.stderr
+    (start,) = [line for line in unit.stdout.splitlines() if line.startswith("ExecStart=")]
+    assert "--metrics 127.0.0.1:9464" in start
+    refused = sh.run("supervise", "--status", "--metrics", "127.0.0.1:9464")
+    assert (
+        refused.returncode != 0 and "--metrics goes with a supervisor that runs" in refused.stderr
+    )

@@ -94,15 +94,17 @@ def supervise(
     chosen += ["--once"] if once else []
     if len(chosen) > 1:
         raise click.UsageError(f"{' and '.join(chosen)} do not go together; choose one")
+    if metrics_at is not None and (stop or show_status):
+        raise click.UsageError("--metrics goes with a supervisor that runs, not --stop or --status")
     if stop or show_status:
         _stop_or_status(c, stop=stop, as_json=as_json)
         return
     if print_unit:
-        _print_unit(c, interval, lease_seconds, allow_network_fs)
+        _print_unit(c, interval, lease_seconds, allow_network_fs, metrics_at)
         return
     _check_record(c, allow_network_fs)
     if detach:
-        _detach(c, interval, lease_seconds, allow_network_fs, as_json)
+        _detach(c, interval, lease_seconds, allow_network_fs, as_json, metrics_at)
         return
     _run(c, once, interval, lease_seconds, pid_file, as_json, metrics_at)
 
@@ -234,13 +236,21 @@ def _store_url(c: Context) -> tuple[str, bool]:
     return url, bool(secrets_in(url))
 
 
-def _supervise_args(interval: float, lease_seconds: float, allow_network_fs: bool) -> list[str]:
+def _supervise_args(
+    interval: float, lease_seconds: float, allow_network_fs: bool, metrics_at: str | None = None
+) -> list[str]:
     args = ["supervise", "--interval", f"{interval:g}", "--lease", f"{lease_seconds:g}"]
+    args += ["--metrics", metrics_at] if metrics_at is not None else []
     return args + (["--allow-network-fs"] if allow_network_fs else [])
 
 
 def _detach(
-    c: Context, interval: float, lease_seconds: float, allow_network_fs: bool, as_json: bool
+    c: Context,
+    interval: float,
+    lease_seconds: float,
+    allow_network_fs: bool,
+    as_json: bool,
+    metrics_at: str | None = None,
 ) -> None:
     import os
 
@@ -251,7 +261,10 @@ def _detach(
     env = dict(os.environ, DISPATCH_STORE=url)  # never on the command line: ps shows that
     if c.profile:
         env["DISPATCH_PROFILE"] = c.profile
-    argv = [*dispatch_command(), *_supervise_args(interval, lease_seconds, allow_network_fs)]
+    argv = [
+        *dispatch_command(),
+        *_supervise_args(interval, lease_seconds, allow_network_fs, metrics_at),
+    ]
     argv += ["--pid-file", str(detached.pid_file)]
     pid = detached.start(argv, env)
     if as_json:
@@ -325,7 +338,9 @@ def _stop_or_status(c: Context, *, stop: bool, as_json: bool) -> None:
         raise SystemExit(exit_codes.FAILED)
 
 
-def _print_unit(c: Context, interval: float, lease_seconds: float, allow: bool) -> None:
+def _print_unit(
+    c: Context, interval: float, lease_seconds: float, allow: bool, metrics_at: str | None = None
+) -> None:
     import os
 
     from dispatch.supervising import dispatch_command, systemd_unit
@@ -334,7 +349,7 @@ def _print_unit(c: Context, interval: float, lease_seconds: float, allow: bool) 
     env = dict(os.environ)
     if c.profile:
         env["DISPATCH_PROFILE"] = c.profile
-    command = [*dispatch_command(), *_supervise_args(interval, lease_seconds, allow)]
+    command = [*dispatch_command(), *_supervise_args(interval, lease_seconds, allow, metrics_at)]
     click.echo(systemd_unit(command, url, c.store.location, env, has_secret=secret), nl=False)
 
 
