@@ -59,6 +59,8 @@ class Listed:
     #: Slurm's Reason (or another scheduler's words) while the latest object waits
     waiting: str | None = None
     settled: bool = True
+    #: for the row of a sweep (``GroupRow.as_row``): "listed/size members"; else None
+    members: str | None = None
     #: why the row shows less than the live state (the scheduler could not be asked...)
     note: str | None = None
     quarantined: str | None = None
@@ -84,17 +86,25 @@ def list_jobs(
     backend: str | None = None,
     limit: int | None = None,
     now: datetime | None = None,
+    group: str | None = None,
 ) -> Listing:
     """The rows, newest first, that pass the filters (``state``: one of
-    :data:`STATE_CHOICES`; ``cause``: a cause kind; ``backend``: a backend's name)."""
+    :data:`STATE_CHOICES`; ``cause``: a cause kind; ``backend``: a backend's name);
+    with ``group``, only the members of that sweep, in member order."""
     from dispatch.job_records import utc_now
+    from dispatch.sweep import group_of, index_of
 
     now = now or utc_now()
     live = state is not None and state not in ("active", *(s.value for s in TERMINAL_STATES))
     recorded = "active" if live else state
     kind = CauseKind(cause) if cause is not None else None
     listing = Listing()
-    if not live and kind is None and backend is None and limit is not None:
+    if group is not None:
+        summaries = sorted(
+            (s for s in store.jobs(state=recorded) if group_of(s.job_id) == group),
+            key=lambda s: index_of(s.job_id),
+        )
+    elif not live and kind is None and backend is None and limit is not None:
         summaries = store.jobs(state=recorded, limit=limit + 1)  # no filter: read no more
     else:
         summaries = store.jobs(state=recorded)
@@ -260,6 +270,81 @@ def _row(
     )
 
 
+@dataclass(frozen=True)
+class GroupRow:
+    """One sweep in ``dispatch list``: its members among the rows read, counted by state."""
+
+    group_id: str
+    name: str
+    backend: str
+    created_at: datetime
+    #: members of the group (its size) and how many of them the listing read
+    size: int
+    listed: int
+    #: state -> members in it, among those listed
+    states: dict[str, int]
+    #: the members' job ids listed, in member order
+    members: tuple[str, ...]
+
+    def as_row(self) -> Listed:
+        """The group as a table row: its state cell the counts."""
+        return Listed(
+            job_id=self.group_id,
+            name=self.name,
+            backend=self.backend,
+            created_at=self.created_at,
+            state=self.counts(),
+            members=f"{self.listed}/{self.size} members"
+            if self.listed < self.size
+            else f"{self.size} members",
+        )
+
+    def counts(self) -> str:
+        """``2 running, 1 pending, 5 succeeded``: the states in their usual order."""
+        order = {s.value: i for i, s in enumerate(State)}
+        ranked = sorted(self.states.items(), key=lambda kv: (order.get(kv[0], 99), kv[0]))
+        return ", ".join(f"{n} {state}" for state, n in ranked)
+
+
+def grouped(rows: Sequence[Listed], sizes: dict[str, int]) -> list[Listed | GroupRow]:
+    """The rows with the members of each sweep replaced by one row for the group, where
+    its newest member was; ``sizes`` is each group's size, when known."""
+    from dispatch.sweep import group_of, index_of
+
+    members: dict[str, list[Listed]] = {}
+    for row in rows:
+        group = group_of(row.job_id)
+        if group is not None:
+            members.setdefault(group, []).append(row)
+    out: list[Listed | GroupRow] = []
+    seen: set[str] = set()
+    for row in rows:
+        group = group_of(row.job_id)
+        if group is None:
+            out.append(row)
+            continue
+        if group in seen:
+            continue
+        seen.add(group)
+        listed = sorted(members[group], key=lambda r: index_of(r.job_id))
+        states: dict[str, int] = {}
+        for member in listed:
+            states[member.state] = states.get(member.state, 0) + 1
+        out.append(
+            GroupRow(
+                group_id=group,
+                name=listed[0].name,
+                backend=listed[0].backend,
+                created_at=listed[0].created_at,
+                size=sizes.get(group, len(listed)),
+                listed=len(listed),
+                states=states,
+                members=tuple(r.job_id for r in listed),
+            )
+        )
+    return out
+
+
 def waiting_for(status: Status) -> str | None:
     """Why a pending job waits, in the scheduler's words: the latest object's pending
     reason, else its cause, else its state word; None unless the job is pending."""
@@ -281,4 +366,12 @@ def waiting_for(status: Status) -> str | None:
     return obj.scheduler_state or None
 
 
-__all__ = ["STATE_CHOICES", "Listed", "Listing", "list_jobs", "waiting_for"]
+__all__ = [
+    "STATE_CHOICES",
+    "GroupRow",
+    "Listed",
+    "Listing",
+    "grouped",
+    "list_jobs",
+    "waiting_for",
+]

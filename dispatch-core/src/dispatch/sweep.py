@@ -216,8 +216,24 @@ def new_group_id() -> str:
     return "g" + secrets.token_hex(6)
 
 
+_GROUP_ID = re.compile(r"g[0-9a-f]{12}")
+_MEMBER_ID = re.compile(r"(g[0-9a-f]{12})-([0-9]+)")
+
+
 def is_group_id(text: str) -> bool:
-    return bool(re.fullmatch(r"g[0-9a-f]{12}", text))
+    return bool(_GROUP_ID.fullmatch(text))
+
+
+def group_of(job_id: str) -> str | None:
+    """The group of a sweep member's job id (``g...-3`` -> ``g...``), else None."""
+    match = _MEMBER_ID.fullmatch(job_id)
+    return match.group(1) if match else None
+
+
+def index_of(job_id: str) -> int:
+    """A member's index from its job id (-1 for a job that is no member)."""
+    match = _MEMBER_ID.fullmatch(job_id)
+    return int(match.group(2)) if match else -1
 
 
 def _product(sizes: Iterable[int]) -> int:
@@ -244,6 +260,8 @@ __all__ = [
     "check_uses",
     "environment",
     "expand",
+    "group_of",
+    "index_of",
     "is_group_id",
     "member_id",
     "new_group_id",

@@ -50,10 +50,47 @@ _DONE = {"cancel": "cancel requested", "resubmit": "resubmitted", "give_up": "ga
 @pass_ctx
 @handles_errors
 def cancel(c: Context, job_id: str, as_json: bool) -> None:
-    """Cancel a job: stop its objects and commit cancelled (actor: you)."""
+    """Cancel a job: stop its objects and commit cancelled (actor: you). Given a sweep's
+    group id, cancel each of its members not ended yet (one request each)."""
     from dispatch.client import JobHandle
+    from dispatch.sweep import is_group_id
 
+    if is_group_id(job_id):
+        _cancel_group(c, job_id, as_json)
+        return
     _request(c, job_id, JobHandle.cancel, as_json)
+
+
+def _cancel_group(c: Context, group_id: str, as_json: bool) -> None:
+    """Each member not ended is cancelled as ``cancel`` cancels a job: those waiting for
+    a slot first, so that no member is submitted into a slot a cancelled one freed."""
+    from dispatch.cli import exit_codes
+    from dispatch.cli.common import message_lines
+    from dispatch.cli.render import emit_json, escaped
+    from dispatch.client import Deferred
+    from dispatch.job_records import load_group
+
+    members = [m for m in load_group(c.client.store, group_id) if m.outcome is None]
+    members.sort(key=lambda m: (bool(m.submissions), m.group.index if m.group else 0))
+    done: list[dict[str, object]] = []
+    deferred = False
+    for member in members:
+        try:
+            result = c.client.job(member.job_id).cancel()
+        except Deferred as exc:
+            click.echo(f"dispatch: {message_lines(str(exc))}", err=True)
+            deferred = True
+            done.append({"job_id": member.job_id, "recorded": True})
+            continue
+        done.append(result.model_dump(mode="json"))
+        if not as_json:
+            click.echo(escaped(f"{member.job_id}  {result.state.value}"))
+    if as_json:
+        emit_json({"group_id": group_id, "cancelled": done})
+    else:
+        click.echo(f"cancel requested for {len(members)} member(s) of {group_id}")
+    if deferred:
+        sys.exit(exit_codes.UNREACHABLE)
 
 
 @click.command()

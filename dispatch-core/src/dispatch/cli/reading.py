@@ -41,7 +41,11 @@ def status(
     """
     from dispatch.cli import exit_codes
     from dispatch.cli.render import emit_json, status_text
+    from dispatch.sweep import is_group_id
 
+    if is_group_id(job_id) and not no_record:
+        _group_status(c, job_id, as_json)
+        return
     result = c.client.status(job_id, backend=backend, record=not no_record, timeout=timeout)
     if as_json:
         emit_json(result.model_dump(mode="json"))
@@ -49,6 +53,32 @@ def status(
         click.echo(status_text(result))
     if result.unreachable is not None:
         sys.exit(exit_codes.UNREACHABLE)
+
+
+def _group_status(c: Context, group_id: str, as_json: bool) -> None:
+    """``status GROUP``: the sweep's members, one row each (``list --group``)."""
+    from dispatch.cli.render import emit_json
+    from dispatch.job_records import load_group
+
+    members = load_group(c.client.store, group_id)  # UnknownJob when there is no such group
+    read = _listing(c, None, None, None, None, group_id)
+    if as_json:
+        first = members[0].group
+        values = {m.job_id: m.group.values for m in members if m.group is not None}
+        emit_json(
+            {
+                "group_id": group_id,
+                "size": len(members),
+                "max_running": first.max_running if first is not None else None,
+                "members": [
+                    {**_row_json(r, read[1]), "values": values.get(r.job_id, {})}
+                    for r in read[0].rows
+                ],
+            }
+        )
+        return
+    listing, waiting = read
+    _print_table(listing, None, waiting)
 
 
 _STATES = [
@@ -96,6 +126,11 @@ _TABLE_LIMIT = 50
     type=click.IntRange(min=1),
     help=f"At most N jobs, newest first [default: {_TABLE_LIMIT} in the table, all with --json].",
 )
+@click.option(
+    "--group",
+    help="The members of this sweep (its group id), one row each; without it, a sweep's "
+    "members are one row counted by state.",
+)
 @click.option("--watch", is_flag=True, help="Draw the table again every --interval seconds.")
 @seconds_option("--interval", 2.0, "Seconds between refreshes with --watch.")
 @json_option
@@ -107,6 +142,7 @@ def list_jobs(
     cause: str | None,
     backend: str | None,
     limit: int | None,
+    group: str | None,
     watch: bool,
     interval: float,
     as_json: bool,
@@ -120,36 +156,115 @@ def list_jobs(
     escalation (a supervisor left it to a person) shows that escalation's reason.
     """
     from dispatch.cli.render import emit_json
+    from dispatch.model.errors import BadInput
+    from dispatch.sweep import is_group_id
 
     if watch and as_json:
         raise click.UsageError("--watch draws a table: it does not go with --json")
+    if group is not None and not is_group_id(group):
+        raise BadInput(f"--group {group!r}: not a sweep's group id (g and 12 hex digits)")
     if as_json:
-        listing, waiting = _listing(c, state, cause, backend, limit)
-        emit_json([_row_json(r, waiting) for r in listing.rows])
+        listing, waiting = _listing(c, state, cause, backend, limit, group)
+        emit_json([_any_json(r, waiting) for r in _collapse(c, listing.rows, group)])
         return
     shown = limit or _TABLE_LIMIT
     if watch:
-        _watch_table(c, lambda: _listing(c, state, cause, backend, shown), shown, interval)
+        _watch_table(
+            c,
+            lambda: _shown(c, _listing(c, state, cause, backend, shown, group), group),
+            shown,
+            interval,
+        )
         return
-    listing, waiting = _listing(c, state, cause, backend, shown)
+    listing, waiting = _shown(c, _listing(c, state, cause, backend, shown, group), group)
     _print_table(listing, shown, waiting)
 
 
 def _listing(
-    c: Context, state: str | None, cause: str | None, backend: str | None, limit: int | None
+    c: Context,
+    state: str | None,
+    cause: str | None,
+    backend: str | None,
+    limit: int | None,
+    group: str | None = None,
 ) -> tuple[Any, dict[str, str]]:
     from dispatch.listing import list_jobs as rows_of
 
     listing = rows_of(
-        c.client.store, c.client.registry, state=state, cause=cause, backend=backend, limit=limit
+        c.client.store,
+        c.client.registry,
+        state=state,
+        cause=cause,
+        backend=backend,
+        limit=limit,
+        group=group,
     )
     active = [r.job_id for r in listing.rows if r.outcome is None and not r.quarantined]
     return listing, _escalated(c.client.store, active)
 
 
+def _collapse(c: Context, rows: list[Any], group: str | None) -> list[Any]:
+    """Without ``--group``, each sweep's members as one :class:`GroupRow`."""
+    from dispatch.listing import grouped
+    from dispatch.sweep import group_of
+
+    if group is not None:
+        return rows
+    groups = {g for g in (group_of(r.job_id) for r in rows) if g is not None}
+    return grouped(rows, _sizes(c, groups)) if groups else rows
+
+
+def _sizes(c: Context, groups: Iterable[str]) -> dict[str, int]:
+    """Each group's size, from its first member's record."""
+    from dispatch.job_records import load_job
+    from dispatch.model.errors import DispatchError
+    from dispatch.sweep import member_id
+
+    sizes: dict[str, int] = {}
+    for group in groups:
+        try:
+            first = load_job(c.client.store, member_id(group, 0)).group
+        except DispatchError:
+            continue
+        if first is not None:
+            sizes[group] = first.size
+    return sizes
+
+
+def _shown(c: Context, read: tuple[Any, dict[str, str]], group: str | None) -> tuple[Any, Any]:
+    """The listing as the table shows it: a sweep's members as one row, unless --group."""
+    from dataclasses import replace
+
+    from dispatch.listing import GroupRow
+
+    listing, waiting = read
+    rows = [r.as_row() if isinstance(r, GroupRow) else r for r in _collapse(c, listing.rows, group)]
+    return replace(listing, rows=rows), waiting
+
+
+def _any_json(r: Any, waiting: dict[str, str]) -> dict[str, Any]:
+    from dispatch.listing import GroupRow
+
+    if isinstance(r, GroupRow):
+        return {
+            "group_id": r.group_id,
+            "name": r.name,
+            "backend": r.backend,
+            "created_at": r.created_at.isoformat(),
+            "size": r.size,
+            "listed": r.listed,
+            "states": r.states,
+            "members": list(r.members),
+        }
+    return _row_json(r, waiting)
+
+
 def _row_json(r: Any, waiting: dict[str, str]) -> dict[str, Any]:
+    from dispatch.sweep import group_of
+
     return {
         "job_id": r.job_id,
+        "group_id": group_of(r.job_id),
         "name": r.name,
         "backend": r.backend,
         "created_at": r.created_at.isoformat(),

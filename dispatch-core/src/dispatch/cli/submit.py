@@ -81,6 +81,20 @@ _COUNT = click.IntRange(min=1, max=1_000_000)
     help="Record the job only; a supervisor makes its first submission (from a host that "
     "cannot reach the scheduler, say).",
 )
+@click.option(
+    "--sweep",
+    "sweep",
+    metavar="GRID",
+    help="One job per point of GRID, as one group: 'lr=[1e-3,3e-4],seed=1..4' (lists and "
+    "integer ranges, their cross product); {key} in the command and --name is replaced by "
+    "each member's value; prints the group id.",
+)
+@click.option(
+    "--max-running",
+    type=click.IntRange(min=1),
+    help="With --sweep: at most K members submitted and not ended at once; the rest wait "
+    "for a slot, in member order.",
+)
 @click.option("--wait", is_flag=True, help="Supervise here until the job ends or is held.")
 @seconds_option("--interval", 2.0, "Seconds between checks with --wait.")
 @click.argument("command", nargs=-1)
@@ -109,6 +123,8 @@ def submit(
     dry_run: bool,
     save: Path | None,
     no_start: bool,
+    sweep: str | None,
+    max_running: int | None,
     wait: bool,
     interval: float,
     command: tuple[str, ...],
@@ -128,7 +144,15 @@ def submit(
     interval, as_json = params["interval"], params["as_json"]
     args, source = _arguments(c, params)
     backend, policy = args.pop("backend", None), args.pop("policy", None)
+    grid, max_running = _sweep_args(params, args)
     spec = _spec(c, args, source)
+    if grid is not None:
+        if save is not None or wait:
+            from dispatch.model.errors import BadInput
+
+            raise BadInput("--sweep: --save and --wait take one job; leave them out")
+        _submit_sweep(c, spec, grid, max_running, backend, policy, params, args)
+        return
     if save is not None or dry_run:
         dry = c.client.dry_run_spec(spec, backend=backend, policy=policy)
         if save is not None:
@@ -185,6 +209,92 @@ def submit(
         click.echo(escaped(sent.line), err=True)
     if wait:
         follow(handle, interval, as_json)
+
+
+def _sweep_args(params: dict[str, Any], args: dict[str, Any]) -> tuple[Any, int | None]:
+    """The sweep's grid and max-running: the flags', else the job file's ``[sweep]``."""
+    from dispatch.model.errors import BadInput
+
+    table = args.pop("sweep", None)
+    grid: Any = params.get("sweep")
+    max_running = params.get("max_running")
+    if grid is None and table is not None:
+        grid = dict(table.get("grid") or {})
+        if max_running is None:
+            max_running = table.get("max_running")
+    if max_running is not None and grid is None:
+        raise BadInput("--max-running bounds a sweep: give --sweep GRID too")
+    return grid, max_running
+
+
+def _submit_sweep(
+    c: Context,
+    spec: Any,
+    grid: Any,
+    max_running: int | None,
+    backend: str | None,
+    policy: Any,
+    params: dict[str, Any],
+    args: dict[str, Any],
+) -> None:
+    """``submit --sweep``: record every member (one write), print the group id, then
+    submit into the free slots in one tick."""
+    from dispatch.cli.render import emit_json, escaped
+
+    client = c.client
+    script = args.get("script_file") is not None
+    if params["dry_run"]:
+        specs, values = client.sweep_specs(spec, grid, group_id="g" + "0" * 12, script=script)
+        for index, (member, chosen) in enumerate(zip(specs, values, strict=True)):
+            click.echo(escaped(f"member {index} {chosen}: {' '.join(member.command)}"))
+        click.echo(f"=== member 0 of {len(specs)} ===")
+        show_dry_run(client.dry_run_spec(specs[0], backend=backend, policy=policy))
+        return
+    bound = client.plan(backend, policy)
+    as_json = params["as_json"]
+    made = client.sweep_spec(
+        spec,
+        grid,
+        backend=bound.declarations.name,
+        policy=bound.policy,
+        max_running=max_running,
+        start=False,
+        script=script,
+    )
+    if bound.uncovered and not as_json:
+        click.echo(
+            "uncovered causes (these will fail the jobs): "
+            + ", ".join(sorted(k.value for k in bound.uncovered)),
+            err=True,
+        )
+    if not as_json:
+        click.echo(made.group_id)  # before the scheduler is asked
+    start = not params["no_start"]
+    if start:
+        client.start_many(made.job_ids)
+    members = []
+    for job_id, point in zip(made.job_ids, made.values, strict=True):
+        sent = first_submission(client, job_id, started=start)
+        members.append(
+            {
+                "job_id": job_id,
+                "values": point,
+                "object_id": sent.object_id,
+                "submitted": sent.line,
+            }
+        )
+        if not as_json:
+            shown = ",".join(f"{k}={v}" for k, v in point.items())
+            click.echo(escaped(f"{job_id} {shown}: {sent.line}"), err=True)
+    if as_json:
+        emit_json(
+            {
+                "group_id": made.group_id,
+                "max_running": max_running,
+                "members": members,
+                "uncovered": sorted(k.value for k in bound.uncovered),
+            }
+        )
 
 
 def _params(ctx: click.Context) -> dict[str, Any]:
@@ -393,6 +503,10 @@ def first_submission(client: Client, job_id: str, started: bool = True) -> First
         )
     if current is not None and current.failed is not None:
         return FirstSubmission(None, f"{job.backend} refused it: {current.failed.detail}")
+    if current is None and job.group is not None and job.group.max_running is not None:
+        return FirstSubmission(
+            None, "waiting for a sweep slot: a supervisor submits it when a member ends"
+        )
     return FirstSubmission(
         None,
         f"recorded, not yet sent to {job.backend} (the scheduler could not be asked now, "

@@ -69,14 +69,17 @@ def cells(row: Listed, now: datetime) -> tuple[str, ...]:
     if len(name) > NAME_WIDTH:
         name = name[: NAME_WIDTH - 3] + "..."
     where = row.backend + (f" {row.object_id}" if row.object_id else "")
-    if row.state == "quarantined":
+    if row.members is not None:  # a sweep: its members counted by state
+        where = f"{row.backend} ({row.members})"
+    if row.state == "quarantined" or row.members is not None:
         cause = "-"
     elif row.waiting:
         cause = f"({row.waiting})"
     else:
         cause = row.cause or "-"
     state = row.state if row.settled else f"{row.state}*"
-    attempt = "-" if row.state == "quarantined" else f"{row.attempt}/{row.attempts or '?'}"
+    plain_row = row.state != "quarantined" and row.members is None
+    attempt = f"{row.attempt}/{row.attempts or '?'}" if plain_row else "-"
     return (
         escaped(row.job_id),
         name,
