@@ -635,12 +635,36 @@ class Client:
         """
         client, args = self._from_file(path, overrides)
         backend, policy = args.pop("backend", None), args.pop("policy", None)
+        if args.pop("sweep", None) is not None:
+            raise BadInput(f"{path}: the file has a [sweep] table: use sweep_file")
         return client.submit_spec(client.spec(**args), backend=backend, policy=policy)
+
+    def sweep_file(
+        self, path: str | os.PathLike[str], *, start: bool = True, **overrides: Any
+    ) -> Sweep:
+        """Record and submit the sweep a job file with a ``[sweep]`` table describes (see
+        :meth:`sweep`), with :meth:`submit_file`'s ``overrides``."""
+        client, args = self._from_file(path, overrides)
+        backend, policy = args.pop("backend", None), args.pop("policy", None)
+        table = args.pop("sweep", None)
+        if table is None:
+            raise BadInput(f"{path}: the file has no [sweep] table: use submit_file")
+        script = args.get("script") is not None or args.get("script_file") is not None
+        return client.sweep_spec(
+            client.spec(**args),
+            table["grid"],
+            backend=backend,
+            policy=policy,
+            max_running=table.get("max_running"),
+            start=start,
+            script=script,
+        )
 
     def dry_run_file(self, path: str | os.PathLike[str], **overrides: Any) -> DryRun:
         """:meth:`dry_run` for a job file, with :meth:`submit_file`'s ``overrides``."""
         client, args = self._from_file(path, overrides)
         backend, policy = args.pop("backend", None), args.pop("policy", None)
+        args.pop("sweep", None)  # the dry run of the template (member placeholders kept)
         return client.dry_run_spec(client.spec(**args), backend=backend, policy=policy)
 
     def _from_file(

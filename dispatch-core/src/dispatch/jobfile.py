@@ -16,6 +16,11 @@
     [options]
     partition = "gpu"
 
+    [sweep]                              # optional: one job per point (dispatch.sweep)
+    lr = [1e-3, 3e-4]
+    seed = "1..4"
+    max_running = 2
+
 Paths in the file (``script``, ``policy``) are relative to the file's directory. Values
 given beside the file (command-line flags, keyword arguments) override the file's, key by
 key inside ``resources``, ``options`` and ``env``; the profile fills in what neither gives.
@@ -63,6 +68,7 @@ KEYS = (
     "resources",
     "options",
     "env",
+    "sweep",
 )
 #: The ``[resources]`` keys and the type each takes.
 RESOURCE_KEYS: dict[str, tuple[type, ...]] = {
@@ -200,7 +206,45 @@ def _check(data: dict[str, Any], text: str, where: str, base: Path) -> dict[str,
             values[table] = _table(data[table], table, bad)
     if "policy" in data:
         values["policy"] = _policy(data["policy"], base, where, bad)
+    if "sweep" in data:
+        values["sweep"] = _sweep(data["sweep"], bad)
     return values
+
+
+def _sweep(value: object, bad: Any) -> dict[str, Any]:
+    """``[sweep]``: each key an array of values or an integer range ``"A..B"``, and
+    ``max_running`` (a whole number) the bound on members submitted at once."""
+    from dispatch.sweep import check_grid, parse
+
+    if not isinstance(value, dict):
+        raise bad("sweep", f"give a table ([sweep]), got {_shown(value)}")
+    grid: dict[str, Any] = {}
+    max_running = value.get("max_running")
+    if max_running is not None and (
+        isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1
+    ):
+        raise bad(
+            "sweep.max_running", f"give a whole number of at least 1, got {_shown(max_running)}"
+        )
+    for key, item in value.items():
+        if key == "max_running":
+            continue
+        try:
+            if isinstance(item, str):
+                grid.update(parse(f"{key}={item}"))
+            elif isinstance(item, list):
+                grid.update(check_grid({key: item}))
+            else:
+                raise BadInput(f'give an array of values or a range "A..B", got {_shown(item)}')
+        except BadInput as exc:
+            raise bad(f"sweep.{key}", str(exc)) from None
+    if not grid:
+        raise bad("sweep", "give at least one key with its values, e.g. seed = [1, 2]")
+    try:
+        checked = check_grid(grid)
+    except BadInput as exc:
+        raise bad("sweep", str(exc)) from None
+    return {"grid": checked, "max_running": max_running}
 
 
 def _table(value: object, table: str, bad: Any) -> dict[str, Any]:
@@ -294,6 +338,11 @@ def dumps(values: Mapping[str, Any]) -> str:
         if key in ("resources", "options", "env"):
             tables.append(f"\n[{key}]")
             tables += [f"{_key(k)} = {_value(v)}" for k, v in value.items() if v is not None]
+        elif key == "sweep":
+            tables.append("\n[sweep]")
+            tables += [f"{_key(k)} = {_value(list(v))}" for k, v in value["grid"].items()]
+            if value.get("max_running") is not None:
+                tables.append(f"max_running = {_value(value['max_running'])}")
         else:
             top.append(f"{key} = {_value(value)}")
     return "\n".join(top + tables) + "\n"
