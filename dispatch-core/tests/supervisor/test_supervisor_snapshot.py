@@ -3,10 +3,10 @@
 The differential test runs two identical worlds (a simulated scheduler, a SQLite record,
 one supervisor) through the same random course of faults, clock steps and supervisor
 restarts. In one world every restarted supervisor starts from the snapshot on disk, which
-is first damaged at random (truncated, of another format or dispatch version, pointing
-past the jobs it holds, garbage, an older one, removed, or left as it is); the other world
-never has one. After every tick the two reports and the two records must be the same, and
-so must the jobs each supervisor holds after its first tick.
+is first damaged at random (truncated, of another format, dispatch version or model shape,
+pointing past the jobs it holds, garbage, an older one, removed, or left as it is); the
+other world never has one. After every tick the two reports and the two records must be
+the same, and so must the jobs each supervisor holds after its first tick.
 
 The other tests check that a snapshot another user could have written is never unpickled.
 """
@@ -51,6 +51,7 @@ DAMAGE = (
     "truncated",
     "other-version",
     "other-format",
+    "other-models",
     "position-ahead",
     "garbage",
     "older",
@@ -86,6 +87,8 @@ def _damage(path: Path, how: str, older: bytes | None, rng: random.Random) -> No
         data = data[: rng.randrange(1, len(data))]
     elif how == "other-version":
         data = b"\n".join([magic, json.dumps({**fields, "dispatch": "0.0.1"}).encode(), body])
+    elif how == "other-models":  # pickled by a build whose models had other fields
+        data = b"\n".join([magic, json.dumps({**fields, "models": "0" * 16}).encode(), body])
     elif how == "other-format":
         data = b"\n".join([magic, json.dumps({**fields, "format": 999}).encode(), body])
     elif how == "position-ahead":

@@ -6,10 +6,11 @@ restart unpickles them and reads only the feed after that position.
 
 It can never change a decision:
 
-- it is used only when it checks out against the record: its format and dispatch's
-  version match, it names this record, its body is the one written (SHA-256), its
-  position is one the record's feed has reached, and every job it holds has exactly the last
-  sequence number the record has for that job up to the snapshot's position (one query);
+- it is used only when it checks out against the record: its format, dispatch's
+  version and the folded models' shapes match, it names this record, its body is the
+  one written (SHA-256), its position is one the record's feed has reached, and every job
+  it holds has exactly the last sequence number the record has for that job up to the
+  snapshot's position (one query);
   a job of the record it lacks (a quarantined one, say) is read and folded from the record.
   Anything else (missing, truncated, of another version, stale, not ours) and it is set
   aside whole: the supervisor folds the record as it would without it, and writes a new one;
@@ -32,7 +33,7 @@ import stat
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 from dispatch.store.codec import collector_paused
 from dispatch.store.permissions import (
@@ -70,6 +71,31 @@ def _version() -> str:
         return "unknown"
 
 
+def _shape() -> str:
+    """A digest of the folded models' shapes (every model a ``Job`` reaches, its fields in
+    order): a snapshot pickled by a build whose models differ is never unpickled into
+    these, even when the version number did not change (a source checkout)."""
+    from pydantic import BaseModel
+
+    from dispatch.core.job import Job
+
+    seen: list[str] = []
+    todo: list[object] = [Job]
+    done: set[int] = set()
+    while todo:
+        kind = todo.pop()
+        if id(kind) in done:
+            continue
+        done.add(id(kind))
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            fields = kind.model_fields
+            seen.append(f"{kind.__module__}.{kind.__qualname__}({','.join(fields)})")
+            todo.extend(f.annotation for f in fields.values())
+        else:
+            todo.extend(get_args(kind))
+    return hashlib.sha256("\n".join(sorted(seen)).encode()).hexdigest()[:16]
+
+
 def snapshot_path(store: RecordStore) -> Path | None:
     """Where the snapshot of ``store``'s supervisor lives: beside a SQLite record file; for
     another store, in the user's state directory under a name made from its location."""
@@ -90,6 +116,7 @@ def _header(store: RecordStore, position: int | None, body: bytes = b"") -> dict
     header: dict[str, object] = {
         "format": FORMAT,
         "dispatch": _version(),
+        "models": _shape(),
         "record": str(getattr(store, "location", "")),
     }
     if position is not None:
