@@ -192,6 +192,7 @@ def _serve_metrics(c: Context, where: str) -> Any:
     reader = Client(open_store(url), registry=c.client.registry)
     ui = UI(reader, token=os.environ.get("DISPATCH_UI_TOKEN"), pages=False, collectors=[ticks])
     server = make_server(ui, host.strip("[]"), int(port))
+    ui.warm()
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     bound = server.server_address
     click.echo(f"metrics on http://{bound[0]!s}:{bound[1]}/metrics", err=True)

@@ -27,7 +27,9 @@ def ui(c: Context, host: str, port: int, token: str | None) -> None:
     attempts and causes, a summary, and /metrics. GET only; nothing is appended."""
     from dispatch.ui.server import UI, make_server
 
-    server = make_server(UI(c.client, token=token), host, port)
+    view = UI(c.client, token=token)
+    server = make_server(view, host, port)
+    view.warm()
     bound_host, bound_port = server.server_address[:2]
     click.echo(f"serving the record on http://{bound_host!s}:{bound_port}/ (Ctrl-C stops)")
     try:

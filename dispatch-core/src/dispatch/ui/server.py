@@ -79,6 +79,21 @@ class UI:
         self.pages = pages
         self.collectors = tuple(collectors)
 
+    def warm(self) -> threading.Thread:
+        """Read the record's feed for the metrics now, in a thread, so the first scrape
+        does not pay for the whole record (seconds on a big one)."""
+
+        def catch_up() -> None:
+            with self.lock:
+                try:
+                    self.metrics.catch_up()
+                except Exception:  # the first scrape tries again and shows the error
+                    return
+
+        thread = threading.Thread(target=catch_up, name="metrics-warm", daemon=True)
+        thread.start()
+        return thread
+
     def answer(self, path: str) -> tuple[int, str, bytes]:
         """(status, content type, body) for a GET of ``path``."""
         from dispatch.model.errors import DispatchError
