@@ -22,7 +22,16 @@ from dispatch.store.base import Batch, Feed, RecordStore
 from dispatch.store.sqlite import SQLiteStore
 from dispatch.ui import views
 from dispatch.ui.server import CSP, UI, make_server
-from ui.ui_record import IMG_NAME, LOG_LINE, REASON, SCRIPT_NAME, Record, fetch, serving
+from ui.ui_record import (
+    IMG_NAME,
+    LOG_LINE,
+    REASON,
+    SCRIPT_NAME,
+    Record,
+    fetch,
+    make_record,
+    serving,
+)
 
 
 def ids_in(body: str) -> list[str]:
@@ -269,3 +278,20 @@ def test_a_row_that_does_not_decode_is_named_and_the_other_jobs_still_show(
     assert page[0] == 200 and '<p class="error">' in page[2] and bad in page[2]
     assert bad in summary and "Jobs the record cannot read" in summary
     assert "dispatch_jobs_quarantined 1.0" in metrics
+
+
+def test_the_pages_read_a_sqlite_or_a_postgresql_record_alike(store: RecordStore) -> None:
+    r = make_record(store)
+    with serving(r.client, clock=r.sched.now) as base:
+        listed = fetch(base + "/")[2]
+        page = fetch(f"{base}/jobs/{r.jobs['recovered']}")[2]
+        summary = fetch(base + "/summary")
+        metrics = fetch(base + "/metrics")[2]
+    assert ids_in(listed) == list(reversed(r.jobs.values()))
+    assert re.findall(r'<g class="execution" data-attempt="\d" data-cause="([a-z-]+)"', page) == [
+        "preempted",
+        "preempted",
+        "none",
+    ]
+    assert summary[0] == 200 and '<p id="lost">0h 0m 24s</p>' in summary[2]
+    assert 'dispatch_preemptions_total{backend="simulated"} 2.0' in metrics
