@@ -1160,3 +1160,15 @@ def test_trainer_20_eviction_read_from_the_unlabelled_jobs_message_once_the_pod_
     view = classify(ev)
     assert view.cause is not None and view.cause.kind is CauseKind.PREEMPTED
     assert message in view.cause.detail
+
+
+@pytest.mark.parametrize(
+    "message", ["LocalQueue team-x doesn't exist", "ClusterQueue cq-a is inactive"]
+)
+def test_kueue_inadmissible_is_pending_launch_failed_with_kueue_words(message: str) -> None:
+    wl = workload(c("QuotaReserved", "False", "Inadmissible", message))
+    view = see(trainjob(suspend=True, labels=QUEUED), wl=wl)
+    assert view.phase is Phase.PENDING and view.cause is not None
+    assert view.cause.kind is CauseKind.LAUNCH_FAILED
+    assert view.cause.detail == f"Kueue workload {WL}: QuotaReserved=False Inadmissible: {message}"
+    assert view.pending_reason == f"Kueue QuotaReserved=False Inadmissible: {message}"

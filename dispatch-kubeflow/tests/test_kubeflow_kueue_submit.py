@@ -167,3 +167,20 @@ def test_workloads_are_read_in_one_list_call_whatever_the_number_of_jobs(
         == 3
     )
     assert len([r for r in emulator.log.entries if r.resource == "workloads"]) == before + 1
+
+
+def test_a_queue_that_does_not_exist_is_pending_launch_failed_with_kueue_words(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
+) -> None:
+    emulator.kueue_queues({"cq-a": 16}, {"team-a": "cq-a"}, {"low": 100})
+    backend = make_backend()
+    spec = _spec("low").model_copy(update={"options": {"queue": "team-x", "image": "i:1"}})
+    backend.dispatch_submit(job_id="job-x", submission=1, spec=spec, gated=False)
+    emulator.settle()
+    view = _views(backend, "job-x")["job-x"]
+    assert view.phase is Phase.PENDING and view.cause is not None
+    assert view.cause.kind is CauseKind.LAUNCH_FAILED
+    assert (
+        view.pending_reason
+        == "Kueue QuotaReserved=False Inadmissible: LocalQueue team-x doesn't exist"
+    )

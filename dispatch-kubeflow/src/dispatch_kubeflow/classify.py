@@ -234,6 +234,7 @@ REASON_OF: Mapping[str, Callable[[Facts], Obj | None]] = {
     "evicted": _evicted,
     "kueue-preempted": lambda f: true(f.ev.workload, "Preempted"),
     "requeued": lambda f: true(f.ev.workload, "Requeued"),
+    "quota-refused": lambda f: cond(f.ev.workload, "QuotaReserved"),
 }
 
 
@@ -560,6 +561,12 @@ TABLE: tuple[Row, ...] = (
     Row(("evicted", "suspended"), P, "Suspended", "evicted", K.UNKNOWN, "running",
         "an eviction reason this table does not know: Kueue's words, never a guess",
         tests=("test_kueue_evictions_map_to_their_rows",)),
+    Row(("quota-refused", "suspended", "workload"), P, "Queued", "quota", K.LAUNCH_FAILED,
+        "running", "Kueue cannot admit it where it was sent: its LocalQueue or ClusterQueue "
+        "does not exist, is inactive or stopped (`Inadmissible`, "
+        "`pkg/controller/core/workload_controller.go`); launch-failed, so the launch window "
+        "bounds a wait that quota alone would never end", reasons=("Inadmissible",),
+        tests=("test_kueue_inadmissible_is_pending_launch_failed_with_kueue_words",)),
     Row(("suspended", "workload", "quota-refused"), P, "Queued", "quota", K.NO_CAPACITY,
         "running", "waiting for Kueue quota",
         tests=("test_kueue_waiting_for_quota_is_pending_no_capacity",)),
