@@ -851,6 +851,11 @@ class Client:
 
         if submitter_refusal(self.store, self.registry, job) is not None:
             return make(job)  # its objects are not ours to look at (S-51): the record alone
+        if not job.submissions:
+            # nothing submitted, nothing ended: looking ahead would only request its first
+            # submission, which is a supervisor's to make (a sweep member may be waiting
+            # for a slot), never part of a person's request
+            return make(job)
         try:
             discovery = self.registry.get(job.backend).discover([job.job_id])
         except Unreachable:
