@@ -295,3 +295,22 @@ def test_the_pages_read_a_sqlite_or_a_postgresql_record_alike(store: RecordStore
     ]
     assert summary[0] == 200 and '<p id="lost">0h 0m 24s</p>' in summary[2]
     assert 'dispatch_preemptions_total{backend="simulated"} 2.0' in metrics
+
+
+def test_without_a_token_only_a_loopback_host_name_is_answered(record: Record) -> None:
+    with serving(record.client) as base:
+        port = base.rsplit(":", 1)[1]
+        for host, status in [
+            (f"127.0.0.1:{port}", 200),
+            (f"localhost:{port}", 200),
+            (f"[::1]:{port}", 200),
+            (f"rebound.example:{port}", 403),  # a name pointed at 127.0.0.1 by another site
+            ("", 403),
+        ]:
+            assert fetch(base + "/", headers={"Host": host})[0] == status, host
+
+
+def test_a_token_that_is_not_ascii_is_refused_not_an_error(record: Record) -> None:
+    with serving(record.client, token="s3cret") as base:
+        assert fetch(base + "/?token=%C3%A9t%C3%A9")[0] == 401
+        assert fetch(base + "/", headers={"Cookie": "dispatch_token=\u00e9"})[0] == 401

@@ -133,22 +133,29 @@ class UI:
             return _error(HTTPStatus.SERVICE_UNAVAILABLE, f"the record cannot be read: {exc}")
 
     def allowed(self, headers: Any, path: str) -> tuple[bool, str | None]:
-        """Whether the request carries the token (always, without one); and a cookie to
-        set when it came as ``?token=``."""
+        """Whether the request may be answered, and a cookie to set when the token came
+        as ``?token=``. Without a token, only a request naming a loopback host in its
+        Host header is answered: a web page elsewhere that points a name of its own at
+        127.0.0.1 (DNS rebinding) gets nothing."""
         if not self.token:
-            return True, None
+            host = urlsplit("//" + headers.get("Host", "")).hostname or ""
+            return is_loopback(host), None
         given = headers.get("Authorization", "")
-        if given.startswith("Bearer ") and hmac.compare_digest(given[7:], self.token):
+        if given.startswith("Bearer ") and _same(given[7:], self.token):
             return True, None
         cookies = headers.get("Cookie", "")
         for part in cookies.split(";"):
             name, _, value = part.strip().partition("=")
-            if name == "dispatch_token" and hmac.compare_digest(value, self.token):
+            if name == "dispatch_token" and _same(value, self.token):
                 return True, None
         query = dict(parse_qsl(urlsplit(path).query))
-        if hmac.compare_digest(query.get("token", ""), self.token):
+        if _same(query.get("token", ""), self.token):
             return True, f"dispatch_token={self.token}; HttpOnly; SameSite=Strict; Path=/"
         return False, None
+
+
+def _same(given: str, token: str) -> bool:
+    return hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8", "replace"))
 
 
 def _error(status: HTTPStatus, words: str) -> tuple[int, str, bytes]:
@@ -184,7 +191,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _get(self, head: bool) -> None:
         ok, cookie = self.ui.allowed(self.headers, self.path)
-        if not ok:
+        if not ok and not self.ui.token:
+            status, kind, body = _error(
+                HTTPStatus.FORBIDDEN, "ask for this server by a loopback name (127.0.0.1)"
+            )
+        elif not ok:
             status, kind, body = _error(HTTPStatus.UNAUTHORIZED, "this server needs its token")
         else:
             status, kind, body = self.ui.answer(self.path)

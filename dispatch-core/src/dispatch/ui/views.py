@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from dispatch.model.enums import CauseKind
 from dispatch.ui.html import Markup, html, join
@@ -180,7 +181,7 @@ def _list_row(row: Listed, now: datetime) -> Markup:
             '<td>{}</td><td>{}</td><td></td><td>quarantined</td><td colspan="4" class="error">'
             "{}</td><td>{}</td></tr>",
             row.job_id,
-            row.job_id,
+            quote(row.job_id, safe=""),
             row.job_id,
             row.name,
             row.backend,
@@ -196,7 +197,7 @@ def _list_row(row: Listed, now: datetime) -> Markup:
         row.job_id,
         row.state,
         cause,
-        row.job_id,
+        quote(row.job_id, safe=""),
         row.job_id,
         row.name,
         row.backend,
@@ -366,7 +367,7 @@ def job_page(client: Client, job_id: str, now: datetime) -> Markup:
         _attempts_table(line),
         _marks_list(line),
         _commands(job, state),
-        job.job_id,
+        quote(job.job_id, safe=""),
         LOG_TAIL,
     )
     return layout(job.name, body, refresh=job.outcome is None)
@@ -573,7 +574,9 @@ def logs_page(client: Client, job_id: str) -> Markup:
         body = html('<p class="error">{}</p>', exc)
     return layout(
         f"logs of {job_id}",
-        html('<h1>Log tail of <a href="/jobs/{}">{}</a></h1>{}', job_id, job_id, body),
+        html(
+            '<h1>Log tail of <a href="/jobs/{}">{}</a></h1>{}', quote(job_id, safe=""), job_id, body
+        ),
     )
 
 
