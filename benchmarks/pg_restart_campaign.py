@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,6 +59,7 @@ class Campaign:
             "XDG_CONFIG_HOME": str(self.work / "config"),
             "DISPATCH_LOCAL_STOP_GRACE": "1",
         }
+        self.sups: list[subprocess.Popen[bytes]] = []
         self.acknowledged: list[str] = []
         self.failed_submits: list[str] = []  # exit != 0: recorded or not, never twice
         self.reads = Counter[str]()
@@ -131,6 +133,7 @@ class Campaign:
             )
             for i in range(a.supervisors)
         ]
+        self.sups = sups
         threads = [threading.Thread(target=self.submitter, args=(n,)) for n in range(a.submitters)]
         threads += [threading.Thread(target=self.reader) for _ in range(a.readers)]
         for t in threads:
@@ -271,6 +274,10 @@ class Campaign:
         return rows
 
     def close(self) -> None:
+        for p in self.sups:  # left running only when the campaign itself failed
+            if p.poll() is None:
+                p.kill()
+                p.wait(60)
         self.pg.close()
 
 
@@ -308,7 +315,11 @@ def main() -> int:
     print(f"wall {time.monotonic() - started:.0f} s; {json.dumps(campaign.details)}")
     if args.json:
         print(json.dumps(rows))
-    return 1 if any(r["broke"] for r in rows) else 0
+    if any(r["broke"] for r in rows):
+        print(f"the supervisors' logs are kept in {campaign.work}", file=sys.stderr)
+        return 1
+    shutil.rmtree(campaign.work, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -152,15 +153,14 @@ def main() -> int:
     rows = []
     for store in args.stores.split(","):
         work = Path(tempfile.mkdtemp(prefix=f"dispatch-load-{store}-"))
-        if store == "sqlite":
-            url = f"sqlite://{work / 'record.db'}"
-            rows.append(campaign(store, url, work, args.submits, args.processes))
-            continue
-        server = PrivatePostgres()
+        server = PrivatePostgres() if store == "postgres" else None
         try:
-            rows.append(campaign(store, server.dsn, work, args.submits, args.processes))
+            url = server.dsn if server is not None else f"sqlite://{work / 'record.db'}"
+            rows.append(campaign(store, url, work, args.submits, args.processes))
         finally:
-            server.close()
+            if server is not None:
+                server.close()
+            shutil.rmtree(work, ignore_errors=True)
     print(table(rows))
     for r in rows:
         if r["errors"]:
