@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from core_bench import T0
-from dispatch import CauseKind, Client, JobSpec, Provenance, RecoveryPolicy, State
+from dispatch import Action, CauseKind, Client, JobSpec, Provenance, RecoveryPolicy, State
 from dispatch.core.cause import Cause
 from dispatch.model.errors import BadInput
 from dispatch.model.events import JobCreated, OutcomeCommitted
@@ -22,6 +22,7 @@ from dispatch.store.base import Batch, Feed, RecordStore
 from dispatch.store.sqlite import SQLiteStore
 from dispatch.ui import views
 from dispatch.ui.server import CSP, UI, make_server
+from dispatch_testing.simulated.scheduler import exit_with, runs_forever
 from ui.ui_record import (
     IMG_NAME,
     LOG_LINE,
@@ -314,3 +315,28 @@ def test_a_token_that_is_not_ascii_is_refused_not_an_error(record: Record) -> No
     with serving(record.client, token="s3cret") as base:
         assert fetch(base + "/?token=%C3%A9t%C3%A9")[0] == 401
         assert fetch(base + "/", headers={"Cookie": "dispatch_token=\u00e9"})[0] == 401
+
+
+def test_a_lost_node_is_kept_off_and_an_escalation_is_marked(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "own.db")
+    r = Record(store)
+    lost = r.job("lost", ([CauseKind.NODE_LOST], Action.RESUBMIT, 2))
+    escalated = r.job("escalated", ([CauseKind.NON_ZERO_EXIT], Action.ESCALATE, None))
+    r.sched.plan(lost, 1, runs_forever())
+    r.sched.plan(lost, 2, runs_forever())
+    r.sched.plan(escalated, 1, exit_with(4, after=1))
+    r.settle()
+    node = r.sched.lose_node(r.live_object(lost))
+    r.settle()
+    with serving(r.client, clock=r.sched.now) as base:
+        lost_page = fetch(f"{base}/jobs/{lost}")[2]
+        escalated_page = fetch(f"{base}/jobs/{escalated}")[2]
+    rows = re.findall(r'<tr data-attempt="\d">(.*?)</tr>', lost_page)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows]
+    assert cells[0][4] == "node-lost" and node in cells[0][8]  # the ending names the node
+    assert cells[1][12] == node  # the next submission was asked to keep off it
+    assert f"<tr><th>excluded nodes</th><td>{node}</td></tr>" in lost_page
+    marks = re.findall(r'<g class="mark" data-mark="([a-z]+)"', escalated_page)
+    assert marks == ["escalation", "outcome"]
+    assert '<li data-mark="escalation">' in escalated_page
+    store.close()
