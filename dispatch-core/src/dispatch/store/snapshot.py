@@ -152,16 +152,20 @@ def _load(path: Path, store: RecordStore) -> Snapshot | None:
         if header != _header(store, None) or type(position) is not int:
             log.info("snapshot %s set aside: of another version or record", path)
             return None
-        body = file.read()
-        if hashlib.sha256(body).hexdigest() != digest:
+        start = file.tell()
+        body = hashlib.sha256()
+        while chunk := file.read(1 << 20):  # not held whole: it is as big as the jobs
+            body.update(chunk)
+        if body.hexdigest() != digest:
             log.warning("snapshot %s set aside: damaged", path)
             return None
         last = store.last_seqs(position)
         if last is None:  # a store that cannot say, or a position past its feed
             log.info("snapshot %s set aside: not of this record's feed", path)
             return None
+        file.seek(start)  # the same open file: a snapshot renamed over it meanwhile is not read
         with collector_paused():
-            jobs = pickle.loads(body)
+            jobs = pickle.load(file)
     from dispatch.core.job import Job
 
     if type(jobs) is not dict:
