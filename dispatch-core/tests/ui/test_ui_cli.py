@@ -8,6 +8,7 @@ import html
 import re
 import selectors
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -84,3 +85,13 @@ def test_dispatch_ui_refuses_an_address_beyond_loopback_without_a_token(sh: Shel
     out = sh.run("ui", "--host", "0.0.0.0", "--port", "0")
     assert out.returncode != 0 and "--token" in out.stderr
     assert time.monotonic() - start < 60  # it refused; it did not serve
+
+
+def test_dispatch_ui_on_a_port_in_use_says_which(sh: Shell) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = sh.run("ui", "--port", str(port))
+    assert out.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in out.stderr

@@ -227,7 +227,12 @@ def make_server(ui: UI, host: str = "127.0.0.1", port: int = 8000) -> ThreadingH
     address than loopback without the UI's token."""
     check_bind(host, ui.token)
     handler = type("BoundHandler", (Handler,), {"ui": ui})
-    server = ThreadingHTTPServer((host, port), handler)
+    try:
+        server = ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:  # in use, not an address of this host, not allowed
+        from dispatch.model.errors import BadInput
+
+        raise BadInput(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     server.daemon_threads = True
     return server
 
