@@ -220,8 +220,8 @@ def _sweep_args(params: dict[str, Any], args: dict[str, Any]) -> tuple[Any, int 
     max_running = params.get("max_running")
     if grid is None and table is not None:
         grid = dict(table.get("grid") or {})
-        if max_running is None:
-            max_running = table.get("max_running")
+    if max_running is None and table is not None:
+        max_running = table.get("max_running")
     if max_running is not None and grid is None:
         raise BadInput("--max-running bounds a sweep: give --sweep GRID too")
     return grid, max_running
