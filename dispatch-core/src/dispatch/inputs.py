@@ -71,6 +71,8 @@ def default_name(script_file: str | os.PathLike[str] | None, command: Sequence[s
     for word in words:
         if Path(word).name not in _INTERPRETERS and Path(word).name:
             return Path(word).name
+    if not command:  # a script given as text: no file name to go by
+        return "script"
     return Path(command[0]).name or "job"
 
 

@@ -11,6 +11,7 @@ from dispatch import Action, CauseKind, Client, JobSpec, Registry, State
 from dispatch.core.interventions import cancel
 from dispatch.job_records import append_request, load_group, load_job, status_of
 from dispatch.listing import SWEEP_SLOT, list_jobs, waiting_for
+from dispatch.model.errors import BadInput
 from dispatch.store.base import RecordStore
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend
@@ -191,3 +192,30 @@ def test_cancel_of_every_member_stops_the_group(rig: Rig) -> None:
     assert [rig.state(j) for j in ids] == [State.CANCELLED] * 4
     assert rig.alive() == 0
     assert [len(rig.objects(j)) for j in ids] == [1, 1, 0, 0]  # no waiting one was started
+
+
+def test_client_sweep_takes_a_mapping_and_submits_the_first_members(rig: Rig) -> None:
+    made = rig.client.sweep(
+        ["python", "train.py", "--lr", "{lr}"],
+        {"lr": [1e-3, 3e-4, 1e-4]},
+        backend="simulated",
+        name="lr-{lr}",
+        env={"KEEP": "1"},
+        max_running=2,
+    )
+    assert made.values == ({"lr": "0.001"}, {"lr": "0.0003"}, {"lr": "0.0001"})
+    assert [len(rig.objects(j)) for j in made.job_ids] == [1, 1, 0]  # submitted at once
+    jobs = [load_job(rig.store, j) for j in made.job_ids]
+    assert [j.name for j in jobs] == ["lr-0.001", "lr-0.0003", "lr-0.0001"]
+    assert all(j.spec.env["KEEP"] == "1" for j in jobs)
+
+
+def test_a_script_sweep_reads_its_values_from_the_environment(rig: Rig) -> None:
+    made = rig.client.sweep(
+        None, "seed=1..2", backend="simulated", script="#!/bin/sh\necho $DISPATCH_SWEEP_SEED\n"
+    )
+    jobs = [load_job(rig.store, j) for j in made.job_ids]
+    assert [j.spec.env["DISPATCH_SWEEP_SEED"] for j in jobs] == ["1", "2"]
+    with pytest.raises(BadInput, match=r"the name uses \{x\}"):
+        rig.client.sweep(None, "seed=1..2", backend="simulated", script="#!/bin/sh\n", name="{x}")
+    assert rig.client.jobs() and len(rig.client.jobs()) == 2  # the refused one recorded nothing
