@@ -67,11 +67,13 @@ _WHERE: dict[str, str] = {
     "SubmissionStatus": "dispatch.core.status",
     "Submit": "dispatch.core.effects",
     "SubmitRefused": "dispatch.model.errors",
+    "Supervision": "dispatch.model.supervision",
     "Sweep": "dispatch.client",
     "Transition": "dispatch.core.job",
     "UnknownBackend": "dispatch.model.errors",
     "UnknownJob": "dispatch.model.errors",
     "Unreachable": "dispatch.model.errors",
+    "Unreached": "dispatch.core.status",
     "decide": "dispatch.core.decisions",
     "fold": "dispatch.core.folding",
     "hookimpl": "dispatch.plugin",
@@ -123,6 +125,7 @@ if TYPE_CHECKING:
     from dispatch.core.projection import project as project
     from dispatch.core.status import Status as Status
     from dispatch.core.status import SubmissionStatus as SubmissionStatus
+    from dispatch.core.status import Unreached as Unreached
     from dispatch.core.warning import EndWarning as EndWarning
     from dispatch.logs import LogChunk as LogChunk
     from dispatch.model.declarations import Declarations as Declarations
@@ -158,4 +161,5 @@ if TYPE_CHECKING:
     from dispatch.model.selection import LogSelection as LogSelection
     from dispatch.model.spec import JobSpec as JobSpec
     from dispatch.model.spec import Resources as Resources
+    from dispatch.model.supervision import Supervision as Supervision
     from dispatch.plugin import hookimpl as hookimpl

@@ -328,4 +328,6 @@ def test_help_lists_the_commands() -> None:
         "supersede",
         "supervise",
         "config",
+        "ui",
+        "metrics",
     }
