@@ -17,6 +17,10 @@ and one submitted there is a :class:`JobHandle` here (``client.job(job_id)``).
 
 ``wait`` supervises the job in this process while it waits (as ``dispatch watch`` does),
 so nothing else needs to run; a supervisor elsewhere holding the job's lease is fine too.
+
+Longer than most modules on purpose: :class:`Client` is the whole public façade in one
+class, so the API reads in one place; each method is a few lines over the module that
+does the work (records, sweeps, job files, the supervisor).
 """
 
 from __future__ import annotations

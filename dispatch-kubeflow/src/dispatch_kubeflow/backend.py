@@ -23,6 +23,9 @@ This module is the entry point (``dispatch.backends: kubeflow``), so it stays li
 - logs: the pods' logs through the API (:mod:`dispatch_kubeflow.logs`).
 - multi-node: the launch contract through the torch runtime's own variables
   (:mod:`dispatch_kubeflow.launch`); ``exclude_nodes`` as a required node affinity.
+
+One module for the hooks (each a short method over kube, classify, launch, logs); the
+list above is why it runs long.
 """
 
 from __future__ import annotations

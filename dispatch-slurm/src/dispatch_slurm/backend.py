@@ -24,6 +24,9 @@ A command runs through the launch wrapper of :mod:`dispatch_slurm.launch` (one s
 per node, the torch.distributed contract, first failure ends the job, output appended per
 node and rank); a ``script`` runs as the batch script itself, with DISPATCH_JOB_ID and
 DISPATCH_SUBMISSION in its environment.
+
+One module for the hooks, each a few lines over the module that does the work (launch,
+parse, classify, version, logs); the configuration table above is why it runs long.
 """
 
 from __future__ import annotations

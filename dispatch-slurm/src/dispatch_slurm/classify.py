@@ -23,6 +23,9 @@ above 128 (137 -> ``9:0``; 25.11's changelog: "Don't subtract 128 from sacct ret
 codes for the codes above 128"), keeps a stale reason for ended jobs, and is the only one
 to carry ``DerivedExitCode`` settled and ``CANCELLED by <uid>``. squeue wins whenever it
 still lists the job; sacct answers for jobs slurmctld has forgotten.
+
+Long because it is the table: every row, the conditions rows name and the renderer of
+the docs belong together, read top to bottom (as h11's ``_state.py``).
 """
 
 from __future__ import annotations

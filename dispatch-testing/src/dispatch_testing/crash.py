@@ -22,6 +22,9 @@ Steps (:data:`STEPS`):
 
 :class:`Machine` runs ``dispatch`` (plain or under crash points) for tests, on a state
 directory of its own.
+
+Longer than most: the crash points, the launcher that installs them and the campaign that
+uses them change together, so they are kept in one module.
 """
 
 from __future__ import annotations

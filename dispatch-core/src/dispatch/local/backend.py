@@ -6,6 +6,9 @@ Configuration comes from the environment, read once when the backend is loaded:
   ``~/.local/state/dispatch/local`` when XDG_STATE_HOME is unset);
 - ``DISPATCH_LOCAL_STOP_GRACE``: seconds between SIGTERM and SIGKILL when stopping
   (default 5), recorded with each object so its runner and every later stop agree.
+
+One module for the backend's hooks, as each adapter has: the object directory's layout,
+the runner, the survivors and the logs live in their own modules beside it.
 """
 
 from __future__ import annotations

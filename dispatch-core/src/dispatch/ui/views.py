@@ -4,6 +4,9 @@ Each reads the record through the client (the list through :func:`dispatch.listi
 list_jobs`, bounded to the jobs shown; a job's page through ``store.read`` of that job
 alone) and returns HTML built by :mod:`dispatch.ui.html`, so every value from the record
 or a scheduler is escaped.
+
+The three pages share their reading and their pieces (rows, the timeline, links), so they
+stay in one module rather than three that import each other.
 """
 
 from __future__ import annotations
