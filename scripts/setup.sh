@@ -25,7 +25,7 @@ say "installing the distributions (editable) and the test tools"
     -e "./dispatch-core[postgres,ui]" -e ./dispatch-testing -e ./dispatch-slurm -e ./dispatch-kubeflow \
     -e ./dispatch-slurm-testing -e ./dispatch-kubeflow-testing \
     -e ./examples/dispatch-example \
-    pytest hypothesis ruff mypy build selenium
+    pytest hypothesis "ruff==0.17.6" "mypy==2.4.1" build selenium
 
 # dispatch ui's browser tests drive Debian's headless Chromium through its chromedriver
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
