@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 @click.option("--no-record", is_flag=True, help="Ask the backend only (S-29): never terminal.")
 @click.option("--backend", help="Backend to ask with --no-record.")
 @seconds_option(
-    "--timeout", 5.0, "Seconds to wait for the scheduler before showing the record alone."
+    "--timeout",
+    30.0,
+    "Seconds to wait for the scheduler before showing the record alone (a discovery also "
+    "loads the backend's client library, which on a busy machine takes seconds).",
 )
 @json_option
 @pass_ctx
