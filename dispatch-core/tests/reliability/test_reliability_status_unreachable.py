@@ -114,6 +114,32 @@ def test_status_with_the_scheduler_down_shows_the_record_and_exits_unreachable_S
     assert after.exit_code == 0 and "running" in after.output and "UNREACHABLE" not in after.output
 
 
+def test_status_of_a_committed_job_with_the_scheduler_down_is_final_and_exits_0_S5(
+    store: RecordStore, harness: Harness
+) -> None:
+    """A committed outcome never changes, so the scheduler being down changes nothing a
+    script waiting on the job's ending needs: exit 0, the outcome, the outage noted."""
+    from dispatch_testing.simulated.outcomes import succeed
+
+    sched = SimScheduler()
+    registry = Registry.from_plugins({"simulated": SimulatedBackend(sched)})
+    job = create_job(
+        store, registry, backend="simulated", spec=SPEC, policy=policy(PREEMPT), now=sched.now()
+    )
+    sched.plan(job, 1, succeed(after=1))
+    sup = Supervisor(store, registry, owner="sup", clock=sched.now)
+    for _ in range(5):
+        sup.tick()
+        sched.advance(2)
+    sup.release()
+    with sched.down():
+        out = status(harness, registry, job, "--json")
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert (data["state"], data["settled"]) == ("succeeded", True)
+    assert data["unreachable"]["backend"] == "simulated"
+
+
 def test_status_of_a_held_job_with_the_scheduler_down_keeps_the_records_hold_S5(
     store: RecordStore, harness: Harness
 ) -> None:

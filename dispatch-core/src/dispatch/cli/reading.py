@@ -54,7 +54,10 @@ def status(
         emit_json(result.model_dump(mode="json"))
     else:
         click.echo(status_text(result))
-    if result.unreachable is not None:
+    # a committed outcome is final whatever the scheduler says now: only an answer the
+    # scheduler could still change exits with the unreachable code
+    final = result.settled and result.state.terminal
+    if result.unreachable is not None and not final:
         sys.exit(exit_codes.UNREACHABLE)
 
 
