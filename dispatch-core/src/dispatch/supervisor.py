@@ -22,9 +22,13 @@ supervisor into submitting the same submission twice; what it did not get to is 
 whoever holds the lease next. A single effect must end within half the lease.
 
 A supervisor runs commands only as the user who submitted them (S-51): on a backend that
-runs commands as the caller (the local backend), it leaves another uid's jobs alone, names
+runs commands as the caller (the local backend, Slurm), it leaves another uid's jobs alone, names
 them in the report (``refused``) and records why once, as an escalation, while nobody else
 holds the job's lease (:mod:`dispatch.core.submitters`).
+
+Over 500 lines on purpose: a tick is one algorithm (refresh, own, lease, discover, decide,
+record intents, act under the lease, record results), and its fencing is easiest to check
+when every step is in one place; the decisions themselves are the pure core's.
 """
 
 from __future__ import annotations

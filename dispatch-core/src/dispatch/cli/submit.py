@@ -1,4 +1,8 @@
-"""``dispatch submit``: record a job (or, with ``--dry-run``, show what would be sent)."""
+"""``dispatch submit``: record a job (or, with ``--dry-run``, show what would be sent).
+
+Over 500 lines on purpose: every way a job is given (flags, a job file, a sweep, --save,
+--dry-run) meets in this one command, and they must merge the same way.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ eventsourcing library's recorders do: an append names the version it read, and t
 ``(job_id, seq)`` key makes a second writer at the same version fail with a conflict
 instead of overwriting. Everything a driver must agree on that is not SQL (validating a
 batch, deciding a lease, decoding a row) lives here, so SQLite and PostgreSQL cannot drift.
+
+Over 500 lines on purpose: the contract every store keeps (validation, leases, decoding)
+is this one module, so that no driver can keep a different one.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ Same contract as SQLite (S-33, S-35). How it keeps it with writers on many hosts
   there is tried again. Nothing is appended twice and nothing acknowledged is lost.
 
 psycopg is imported here only, when a PostgreSQL store is opened (``dispatch-core[postgres]``).
+
+Over 500 lines on purpose: the schema with its row-level policies, its upgrades and the
+reconnect rules are one thing a reader checks together.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ are stored and how rows are locked: a ``Dialect`` says that. They also differ in
 connect, run a transaction, translate driver errors and insert a batch fast: each driver's
 subclass implements those few methods. Every read, the append's checks and the lease rules
 are therefore written once, so the two stores cannot drift.
+
+Over 500 lines on purpose: it is every read, the append's checks and the lease rules,
+written once for both SQL stores.
 """
 
 from __future__ import annotations
