@@ -1,25 +1,4 @@
 """dispatch-testing: the conformance kit every dispatch backend must pass
-(:mod:`dispatch_testing.kit`), and a simulated, fault-injecting scheduler. Adapters
-implement :class:`dispatch_testing.kit.Harness`."""
-
-from dispatch_testing.kit.harness import (
-    EXPECTED,
-    GROUP,
-    Expectation,
-    Harness,
-    NotProvokable,
-    Provoked,
-    Scenario,
-    required_scenarios,
-)
-
-__all__ = [
-    "EXPECTED",
-    "GROUP",
-    "Expectation",
-    "Harness",
-    "NotProvokable",
-    "Provoked",
-    "Scenario",
-    "required_scenarios",
-]
+(:mod:`dispatch_testing.kit`, where an adapter imports :class:`~dispatch_testing.kit.Harness`
+and the rest from), a simulated, fault-injecting scheduler
+(:mod:`dispatch_testing.simulated`), and test utilities (:mod:`dispatch_testing.waiting`)."""
