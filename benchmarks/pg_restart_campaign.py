@@ -36,10 +36,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "dispatch-core" / "tests"))
-
-from reliability.private_postgres import PrivatePostgres  # noqa: E402
+from dispatch_testing.private_postgres import PrivatePostgres
 
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 KINDS = ("fast", "immediate", "terminate")

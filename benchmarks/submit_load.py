@@ -33,10 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "dispatch-core" / "tests"))
-
-from reliability.private_postgres import PrivatePostgres  # noqa: E402
+from dispatch_testing.private_postgres import PrivatePostgres
 
 DISPATCH = str(Path(sys.executable).with_name("dispatch"))
 

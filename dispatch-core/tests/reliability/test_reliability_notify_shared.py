@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 import pytest
 from dispatch_testing.crash import DISPATCH
-from reliability.private_postgres import PrivatePostgres
+from dispatch_testing.private_postgres import PrivatePostgres
 
 WAIT = 180.0
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from dispatch.model.errors import Unreachable
 from dispatch.store.postgres import PostgresStore
-from reliability.private_postgres import CuttingProxy, PrivatePostgres
+from dispatch_testing.private_postgres import CuttingProxy, PrivatePostgres
 
 from conftest import Events
 
