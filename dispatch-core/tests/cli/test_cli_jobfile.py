@@ -86,15 +86,15 @@ def test_a_job_file_submits_and_runs(sh: Shell) -> None:
 
 
 def test_save_then_submit_gives_the_same_spec(sh: Shell) -> None:
-    sh.write("work/train.sh", "#!/bin/sh\necho trained\n")
-    sh.write("work/policy.toml", '[[rule]]\non = ["non-zero-exit"]\naction = "hold"\n')
+    sh.write("project/train.sh", "#!/bin/sh\necho trained\n")
+    sh.write("project/policy.toml", '[[rule]]\non = ["non-zero-exit"]\naction = "hold"\n')
     flags = (
         "--name",
         "saved",
         "--script",
-        "work/train.sh",
+        "project/train.sh",
         "--policy",
-        "work/policy.toml",
+        "project/policy.toml",
         "--time",
         "1:00:00",
         "--mem",
@@ -116,7 +116,7 @@ def test_save_then_submit_gives_the_same_spec(sh: Shell) -> None:
     assert out.returncode == 0, out.stderr
     assert sh.recorded() == []
     text = (sh.home / "jobs" / "saved.toml").read_text()
-    assert 'script = "../work/train.sh"' in text and 'policy = "../work/policy.toml"' in text
+    assert 'script = "../project/train.sh"' in text and 'policy = "../project/policy.toml"' in text
     # submitted from another directory: the paths are the file's
     elsewhere = sh.home / "elsewhere"
     elsewhere.mkdir()
