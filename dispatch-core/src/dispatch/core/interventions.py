@@ -115,16 +115,15 @@ def resubmit(
         looked); another hold, or none, refuses it.
     """
     _require_hold(job, "resubmit", hold)
-    return [
-        HoldResolved(
-            job_id=job.job_id,
-            seq=_next(job),
-            at=now,
-            actor=actor,
-            resolution=Resolution.RESUBMIT,
-            by=by,
-        )
-    ]
+    return [_resolved(job, Resolution.RESUBMIT, actor, now, by)]
+
+
+def _resolved(
+    job: Job, resolution: Resolution, actor: str, now: datetime, by: Identity | None
+) -> HoldResolved:
+    return HoldResolved(
+        job_id=job.job_id, seq=_next(job), at=now, actor=actor, resolution=resolution, by=by
+    )
 
 
 def give_up(
@@ -134,14 +133,7 @@ def give_up(
     _require_hold(job, "give up", hold)
     assert job.hold is not None
     return [
-        HoldResolved(
-            job_id=job.job_id,
-            seq=_next(job),
-            at=now,
-            actor=actor,
-            resolution=Resolution.GIVE_UP,
-            by=by,
-        ),
+        _resolved(job, Resolution.GIVE_UP, actor, now, by),
         EscalationRaised(
             job_id=job.job_id,
             seq=_next(job, 2),
