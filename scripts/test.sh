@@ -21,8 +21,8 @@ if [ "$everything" = yes ]; then
 fi
 bash scripts/setup.sh services
 export DISPATCH_TEST_POSTGRES=${DISPATCH_TEST_POSTGRES:-$(cat .venv/postgres-dsn)}
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
+.venv/bin/ruff check --no-cache .
+.venv/bin/ruff format --check --no-cache .
 # mypy --strict on every distribution's source, not only the core (issue 9)
 for src in dispatch-core/src/dispatch dispatch-slurm/src/dispatch_slurm \
     dispatch-kubeflow/src/dispatch_kubeflow dispatch-testing/src/dispatch_testing \

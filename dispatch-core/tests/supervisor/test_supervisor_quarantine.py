@@ -4,13 +4,14 @@ every tick and nothing is appended for it. Bad rows are planted with the driver.
 
 from __future__ import annotations
 
-from conftest import Harness
 from core_bench import policy
 from dispatch import JobSpec, Registry
 from dispatch.job_records import create_job
 from dispatch.supervisor import Supervisor
 from dispatch_testing.simulated import SimScheduler, SimulatedBackend
 from dispatch_testing.simulated.scheduler import runs_forever
+
+from conftest import Harness
 
 AT = "2026-03-01T12:00:02+00:00"
 
