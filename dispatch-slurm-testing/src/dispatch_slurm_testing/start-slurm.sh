@@ -70,12 +70,15 @@ case $SLURM_VERSION in
   *) echo "[start-slurm] SLURM_VERSION=$SLURM_VERSION: not one of 22.05, 24.11.7, 25.11.7, 26.05.3" >&2; exit 2 ;;
 esac
 # ports per version: slurmctld, slurmdbd, and slurmd's from SLURMD_PORT0+1 (22.05 keeps
-# Slurm's defaults 6817/6819/6821..)
+# Slurm's defaults 6817/6819/6821..). Job ids too: every node of every cluster here is
+# 127.0.0.1, and a job's MASTER_PORT is 20000 + its id mod 20000, so two clusters running
+# side by side number their jobs from different places (22.05 from 1) lest two
+# torch.distributed jobs with the same id bind the same port
 case $SLURM_VERSION in
-  22.05) CTLD_PORT=6817 DBD_PORT=6819 SLURMD_PORT0=6820 ;;
-  24.11.7) CTLD_PORT=6840 DBD_PORT=6842 SLURMD_PORT0=6844 ;;
-  25.11.7) CTLD_PORT=6860 DBD_PORT=6862 SLURMD_PORT0=6864 ;;
-  26.05.3) CTLD_PORT=6880 DBD_PORT=6882 SLURMD_PORT0=6884 ;;
+  22.05) CTLD_PORT=6817 DBD_PORT=6819 SLURMD_PORT0=6820 FIRST_JOB_ID= ;;
+  24.11.7) CTLD_PORT=6840 DBD_PORT=6842 SLURMD_PORT0=6844 FIRST_JOB_ID=5000 ;;
+  25.11.7) CTLD_PORT=6860 DBD_PORT=6862 SLURMD_PORT0=6864 FIRST_JOB_ID=10000 ;;
+  26.05.3) CTLD_PORT=6880 DBD_PORT=6882 SLURMD_PORT0=6884 FIRST_JOB_ID=15000 ;;
 esac
 if ((BUILT)); then
   DIR=${DISPATCH_SLURM_DIR:-/var/tmp/dispatch-slurm-$SLURM_VERSION}
@@ -328,7 +331,8 @@ write_if_changed() {
 }
 
 write_config() {
-  local changed=0 proctrack task n i gres_lines="" node_lines=""
+  local changed=0 proctrack task n i gres_lines="" node_lines="" first_job_line=""
+  [[ -n $FIRST_JOB_ID ]] && first_job_line="FirstJobId=$FIRST_JOB_ID"$'\n'
   if [[ $CGROUP_USED == yes ]]; then
     proctrack=proctrack/cgroup task=task/cgroup
     write_if_changed "$CONF_DIR/cgroup.conf" 644 <<CONF && changed=1
@@ -419,7 +423,7 @@ PreemptMode=REQUEUE
 # ended jobs stay visible to squeue for a day
 MinJobAge=86400
 MaxJobCount=100000
-ReturnToService=2
+${first_job_line}ReturnToService=2
 SlurmdParameters=config_overrides
 SlurmdTimeout=$SLURMD_TIMEOUT
 InactiveLimit=0
