@@ -9,6 +9,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 KUBE=dispatch-kubeflow-testing/scripts/start-kube.sh
+SLURM=dispatch-slurm/scripts/start-slurm.sh
+SLURM_MATRIX="26.05.3 24.11.7"
 everything=$([ $# -eq 0 ] && echo yes || echo no)
 say() { printf '[test +%ss] %s\n' "$SECONDS" "$*" >&2; }
 
@@ -18,6 +20,15 @@ if [ "$everything" = yes ]; then
     # lowest priority in its own scheduling group, and overlaps everything below. On a warm
     # machine (binaries cached under /var/cache/dispatch/kube) it returns at once.
     bash "$KUBE" build --background
+    # The Slurm releases besides Debian's 22.05 that the live tier runs on here (the
+    # newest and the oldest one still supported; 25.11.7 runs in `tox -e slurm-matrix`):
+    # built from their release tarballs, also detached at the lowest priority. Without
+    # the tarballs the matrix below says so in one line and skips them.
+    for version in $SLURM_MATRIX; do
+        if SLURM_VERSION=$version bash "$SLURM" env >/dev/null 2>&1; then
+            SLURM_VERSION=$version bash "$SLURM" build --background
+        fi
+    done
 fi
 bash scripts/setup.sh services
 export DISPATCH_TEST_POSTGRES=${DISPATCH_TEST_POSTGRES:-$(cat .venv/postgres-dsn)}
@@ -51,12 +62,24 @@ kube_log=$(mktemp /tmp/dispatch-kube-live.XXXXXX.log)
     .venv/bin/dispatch-conformance kubeflow --live -q
 ) >"$kube_log" 2>&1 &
 kube_pid=$!
-say "the conformance kit's live tier against the real Slurm (issue 5)"
+# The other Slurm releases: each its own 4-node cluster beside the 22.05 one (own ports,
+# state and job ids), one after the other, each running dispatch-slurm's live tests and
+# the live kit; output kept in a log like the Kubeflow tier's.
+matrix_log=$(mktemp /tmp/dispatch-slurm-matrix.XXXXXX.log)
+PYTHON=.venv/bin/python bash dispatch-slurm/scripts/slurm-matrix.sh $SLURM_MATRIX \
+    >"$matrix_log" 2>&1 &
+matrix_pid=$!
+say "the conformance kit's live tier against the real Slurm 22.05 (issue 5)"
 slurm_rc=0
 .venv/bin/dispatch-conformance slurm --live -q || slurm_rc=$?
 kube_rc=0
 wait "$kube_pid" || kube_rc=$?
+matrix_rc=0
+wait "$matrix_pid" || matrix_rc=$?
 say "Kubeflow live tier output:"
 cat "$kube_log"
-say "live Slurm kit: exit $slurm_rc; live Kubeflow tier: exit $kube_rc"
-[ "$slurm_rc" = 0 ] && [ "$kube_rc" = 0 ]
+say "Slurm $SLURM_MATRIX live tier output:"
+cat "$matrix_log"
+say "live Slurm 22.05 kit: exit $slurm_rc; live Kubeflow tier: exit $kube_rc;" \
+    "live Slurm $SLURM_MATRIX: exit $matrix_rc"
+[ "$slurm_rc" = 0 ] && [ "$kube_rc" = 0 ] && [ "$matrix_rc" = 0 ]
