@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from dispatch.core.job import Job
     from dispatch.core.status import Status
     from dispatch.model.discovery import Discovery
+    from dispatch.model.supervision import Supervision
     from dispatch.store.base import JobSummary, RecordStore
 
 #: The ``--state`` values: every state, and ``active`` (any state but a terminal one).
@@ -66,6 +67,8 @@ class Listed:
     quarantined: str | None = None
     outcome: str | None = None
     version: int = 0
+    #: whether a supervisor watches the job, as ``status`` says it; None once it ended
+    supervisor: Supervision | None = None
 
 
 @dataclass
@@ -90,11 +93,53 @@ def list_jobs(
 ) -> Listing:
     """The rows, newest first, that pass the filters (``state``: one of
     :data:`STATE_CHOICES`; ``cause``: a cause kind; ``backend``: a backend's name);
-    with ``group``, only the members of that sweep, in member order."""
+    with ``group``, only the members of that sweep, in member order. Each job not ended
+    says whether a supervisor watches it (:func:`supervised`)."""
     from dispatch.job_records import utc_now
-    from dispatch.sweep import group_of, index_of
 
     now = now or utc_now()
+    return supervised(
+        store,
+        _list(store, registry, state, cause, backend, limit, now, group),
+        now,
+    )
+
+
+def supervised(store: RecordStore, listing: Listing, now: datetime) -> Listing:
+    """``listing`` with ``Listed.supervisor`` set on each row not ended, as ``status``
+    sets it (:func:`dispatch.core.supervision.supervision`): the rows' live leases in one
+    query and the supervisors' beats in another, whatever the number of rows."""
+    from dataclasses import replace
+
+    from dispatch.core.supervision import supervision
+
+    open_ids = [r.job_id for r in listing.rows if r.outcome is None and r.quarantined is None]
+    if not open_ids:
+        return listing
+    owners = store.lease_owners(open_ids, now)
+    beats = store.beats()
+    watched = set(open_ids)
+    listing.rows = [
+        replace(r, supervisor=supervision(owners.get(r.job_id), beats, now))
+        if r.job_id in watched
+        else r
+        for r in listing.rows
+    ]
+    return listing
+
+
+def _list(
+    store: RecordStore,
+    registry: Registry,
+    state: str | None,
+    cause: str | None,
+    backend: str | None,
+    limit: int | None,
+    now: datetime,
+    group: str | None,
+) -> Listing:
+    from dispatch.sweep import group_of, index_of
+
     live = state is not None and state not in ("active", *(s.value for s in TERMINAL_STATES))
     recorded = "active" if live else state
     kind = CauseKind(cause) if cause is not None else None
@@ -285,6 +330,8 @@ class GroupRow:
     states: dict[str, int]
     #: the members' job ids listed, in member order
     members: tuple[str, ...]
+    #: whether a supervisor watches its members not ended (the first such member's)
+    supervisor: Supervision | None = None
 
     def as_row(self) -> Listed:
         """The group as a table row: its state cell the counts."""
@@ -297,6 +344,7 @@ class GroupRow:
             members=f"{self.listed}/{self.size} members"
             if self.listed < self.size
             else f"{self.size} members",
+            supervisor=self.supervisor,
         )
 
     def counts(self) -> str:
@@ -340,6 +388,7 @@ def grouped(rows: Sequence[Listed], sizes: dict[str, int]) -> list[Listed | Grou
                 listed=len(listed),
                 states=states,
                 members=tuple(r.job_id for r in listed),
+                supervisor=next((r.supervisor for r in listed if r.supervisor), None),
             )
         )
     return out
@@ -373,5 +422,6 @@ __all__ = [
     "Listing",
     "grouped",
     "list_jobs",
+    "supervised",
     "waiting_for",
 ]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dispatch.cli.render import cause_line, escaped
+from dispatch.cli.render import cause_line, escaped, watch_line
 
 if TYPE_CHECKING:
     from dispatch.core.status import Status
@@ -60,6 +60,7 @@ class Follow:
         self.tty = tty  # False: plain lines only; None: the live line on a terminal
         self.key: tuple[object, ...] | None = None
         self.escalations = 0
+        self.watcher: tuple[object, ...] | None = None
         self.current: Status | None = None
         self.lock = threading.Lock()
         self.live: Any = None
@@ -93,18 +94,30 @@ class Follow:
             latest.object_id if latest else None,
             len(status.escalations),
         )
+        lines: list[str] = []
         with self.lock:  # not held while printing: drawing the live line takes it
             self.current = status
-            if key == self.key:
-                return
-            self.key = key
-            lines = [line(status, self.created, utc_now())] + [
-                f"{e.at:%H:%M:%S}  escalation: {escaped(e.reason)}"
-                for e in status.escalations[self.escalations :]
-            ]
-            self.escalations = len(status.escalations)
+            if key != self.key:
+                self.key = key
+                lines = [line(status, self.created, utc_now())] + [
+                    f"{e.at:%H:%M:%S}  escalation: {escaped(e.reason)}"
+                    for e in status.escalations[self.escalations :]
+                ]
+                self.escalations = len(status.escalations)
+            lines += self.watched(status)
         for text in lines:
             self.echo(text)
+
+    def watched(self, status: Status) -> list[str]:
+        """The ``watch:`` line (who supervises the job, as ``status`` says it) when that
+        changed: another supervisor, none any more, or this one following it alone; not
+        each time the age of its last tick does."""
+        sup = status.supervisor
+        key = None if sup is None else (sup.watched, sup.owner, sup.holds_lease)
+        if sup is None or key == self.watcher:
+            return []
+        self.watcher = key
+        return [f"{status.at:%H:%M:%S}  watch: {escaped(watch_line(sup))}"]
 
     def echo(self, text: str) -> None:
         if self.live is not None:

@@ -289,6 +289,7 @@ def _row_json(r: Any, waiting: dict[str, str]) -> dict[str, Any]:
         "nodes": r.nodes,
         "waiting": r.waiting,
         "note": r.note,
+        "supervisor": None if r.supervisor is None else r.supervisor.model_dump(mode="json"),
     }
 
 

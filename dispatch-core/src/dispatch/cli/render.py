@@ -19,6 +19,7 @@ from dispatch.core.cause import Cause
 from dispatch.core.policy import Plan
 from dispatch.core.status import Status
 from dispatch.model.events import Identity
+from dispatch.model.supervision import Supervision
 
 #: Named escapes; every other character below is shown as ``\xNN`` or ``\uNNNN``.
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -63,6 +64,12 @@ def cause_line(cause: Cause | None) -> str:
     return ", ".join(parts)
 
 
+def watch_line(watch: Supervision) -> str:
+    """Whether a supervisor watches a job, as ``status``, ``list`` and ``watch`` say it:
+    its words, loudly (``WARNING:``) when nothing will recover the job."""
+    return watch.message if watch.watched else f"WARNING: {watch.message}"
+
+
 def status_text(status: Status) -> str:
     lines = [
         f"job       {status.job_id}" + (f"  ({status.name})" if status.name else ""),
@@ -79,9 +86,8 @@ def status_text(status: Status) -> str:
             f"scheduler UNREACHABLE since {away.since:%Y-%m-%d %H:%M:%S %Z} ({away.source}): "
             f"{away.words}; shown: the record alone"
         )
-    watch = status.supervisor
-    if watch is not None:
-        lines.append(f"watch     {watch.message if watch.watched else 'WARNING: ' + watch.message}")
+    if status.supervisor is not None:
+        lines.append(f"watch     {watch_line(status.supervisor)}")
     if status.budgets:
         lines.append("budgets   " + ", ".join(f"{k}: {v} left" for k, v in status.budgets.items()))
     keeps_off = getattr(status, "exclude_nodes", ())

@@ -586,7 +586,8 @@ def follow(handle: JobHandle, interval: float, as_json: bool) -> None:
     pending job waits), until it ends or is held."""
     from dispatch.cli import exit_codes
     from dispatch.cli.live import Follow
-    from dispatch.cli.render import emit_json, escaped
+    from dispatch.cli.render import emit_json, escaped, watch_line
+    from dispatch.job_records import with_supervision
     from dispatch.model.enums import State
 
     def unreachable(name: str, problem: str) -> None:
@@ -605,6 +606,8 @@ def follow(handle: JobHandle, interval: float, as_json: bool) -> None:
     except KeyboardInterrupt:
         click.echo(f"stopped watching; the job goes on: dispatch status {handle.job_id}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
+    # who watches it now that this process has let it go, as status says it
+    status = with_supervision(handle.client.store, status)
     if as_json:
         emit_json(status.model_dump(mode="json"))
     elif status.state is State.HELD:
@@ -613,4 +616,6 @@ def follow(handle: JobHandle, interval: float, as_json: bool) -> None:
             f"held: resolve with `dispatch resubmit {job}`, `dispatch cancel {job}` "
             f"or `dispatch give-up {job}`"
         )
+        if status.supervisor is not None:
+            click.echo(escaped(f"watch: {watch_line(status.supervisor)}"))
     sys.exit(exit_codes.for_state(status.state))

@@ -107,10 +107,26 @@ def notes(listing: Listing, limit: int | None, escalated: dict[str, str]) -> lis
             lines.append(f"{r.job_id}: escalated: {escalated[r.job_id]}")
     for name, why in sorted(listing.unreachable.items()):
         lines.append(f"{name} could not be asked: {why}")
+    lines.extend(watch_lines(listing))
     if listing.more:
         shown = len(listing.rows)
         lines.append(f"the newest {shown} shown; --limit N shows more" if limit else "")
     return [escaped(line) for line in lines if line]
+
+
+def watch_lines(listing: Listing) -> list[str]:
+    """Whether a supervisor watches the jobs not ended, in ``status``'s words
+    (:func:`dispatch.cli.render.watch_line`): one line when they all get the same answer,
+    else one line per answer naming its jobs."""
+    from dispatch.cli.render import watch_line
+
+    said: dict[str, list[str]] = {}
+    for r in listing.rows:
+        if r.supervisor is not None:
+            said.setdefault(watch_line(r.supervisor), []).append(r.job_id)
+    if len(said) == 1:
+        return [f"watch: {text}" for text in said]
+    return [f"watch: {text} ({', '.join(jobs)})" for text, jobs in said.items()]
 
 
 def _widths(listing: Listing, now: datetime) -> list[int]:
