@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback for dispatch-kubeflow's live tier: etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler, KWOK (the kubelet's stand-in),
-# the JobSet controller and the Kubeflow Trainer controller-manager, all built from Go
-# modules by the wrapper modules under scripts/gomod/ and started as local processes.
+# the JobSet controller, the Kubeflow Trainer controller-manager and (with Trainer v2.2) the
+# Kueue controller-manager, all built from Go modules by the wrapper modules under
+# scripts/gomod/ and started as local processes.
 #
 #   start-kube.sh            build what is missing, start what is not running, wait until ready
 #   start-kube.sh build      only build (once per version set, into the cache)
@@ -22,6 +23,9 @@
 #   DISPATCH_KUBE_PORT_OFFSET  added to every port (default 0): a second instance beside the
 #                        default one needs its own DISPATCH_KUBE_RUN and an offset
 #   DISPATCH_KUBE_JOBS   parallel compile jobs (default 2), always under nice -n 10
+#   DISPATCH_KUBE_KUEUE_PODS_READY_TIMEOUT  Kueue's waitForPodsReady timeout in seconds
+#                        (default 30; the Trainer v2.2 plane runs Kueue v0.17.0 with the
+#                        queues install.py's kueue_setup names)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,6 +49,11 @@ case "$TRAINER_VERSION" in
   v2.0.1) JOBSET_VERSION=v0.11.1 JOBSET_DIR=jobset TRAINER_DIR=trainer-v2.0.1 TRAINER_STYLE=rotator ;;
   *) echo "start-kube: DISPATCH_KUBE_TRAINER=$TRAINER_VERSION is not a version this script builds (v2.2.0, v2.1.0, v2.0.1)" >&2; exit 1 ;;
 esac
+# Kueue v0.17.0 is the release built against Trainer v2.2.0 and JobSet v0.11.1 (its go.mod):
+# its TrainJob integration compiles the Trainer's own runtime code in, so it runs with the
+# v2.2 plane only; the older planes run without Kueue.
+KUEUE_VERSION=""
+[[ "$TRAINER_VERSION" == v2.2.0 ]] && KUEUE_VERSION=v0.17.0
 
 # Every port this control plane listens on, each plus DISPATCH_KUBE_PORT_OFFSET (default 0),
 # so a second instance (its own DISPATCH_KUBE_RUN) runs beside the default one.
@@ -60,13 +69,18 @@ JOBSET_WEBHOOK_PORT=$((19443 + OFFSET))
 JOBSET_HEALTH_PORT=$((18081 + OFFSET))
 TRAINER_WEBHOOK_PORT=$((19444 + OFFSET))
 TRAINER_HEALTH_PORT=$((18082 + OFFSET))
+KUEUE_WEBHOOK_PORT=$((19445 + OFFSET))
+KUEUE_HEALTH_PORT=$((18083 + OFFSET))
 declare -A PORTS_OF=(
   [etcd]="$ETCD_PORT $ETCD_PEER_PORT" [kube-apiserver]="$API_PORT"
   [kube-controller-manager]="$KCM_PORT" [kube-scheduler]="$SCHED_PORT" [kwok]=""
   [jobset-controller]="$JOBSET_WEBHOOK_PORT $JOBSET_HEALTH_PORT"
   [trainer-controller-manager]="$TRAINER_WEBHOOK_PORT $TRAINER_HEALTH_PORT"
+  [kueue-controller-manager]="$KUEUE_WEBHOOK_PORT $KUEUE_HEALTH_PORT"
 )
 NODES="${DISPATCH_KUBE_NODES:-4}"
+# Kueue's waitForPodsReady timeout, in seconds (written into its configuration)
+KUEUE_PODS_READY_TIMEOUT="${DISPATCH_KUBE_KUEUE_PODS_READY_TIMEOUT:-30}"
 
 export GOMODCACHE="$CACHE/gomod" GOCACHE="$CACHE/gocache" GOTOOLCHAIN=local GOFLAGS=-mod=readonly
 export GOPROXY="${GOPROXY:-https://proxy.golang.org,direct}"
@@ -82,10 +96,12 @@ command -v openssl >/dev/null || die "no openssl (apt-get install openssl)"
 GO_VERSION="$(go env GOVERSION)"
 
 # The cache key: every pinned version and the exact module graph (go.sum) of each wrapper.
-# (the five wrapper dirs named in this order, the order the key has always hashed them in)
+# (the five wrapper dirs named in this order, the order the key has always hashed them in;
+# Kueue's last, so a plane without Kueue keeps the key it had)
 KEY_DIRS=(etcd "$JOBSET_DIR" kubernetes kwok "$TRAINER_DIR")
+[[ -n "$KUEUE_VERSION" ]] && KEY_DIRS+=(kueue)
 KEY_HASH="$(cd "$GOMOD" && cat "${KEY_DIRS[@]/%//go.mod}" "${KEY_DIRS[@]/%//go.sum}" | sha256sum | cut -c1-10)"
-KEY="k8s${K8S_VERSION#v}-etcd${ETCD_VERSION#v}-kwok${KWOK_VERSION#v}-jobset${JOBSET_VERSION#v}-trainer${TRAINER_VERSION#v}-${GO_VERSION}-${KEY_HASH}"
+KEY="k8s${K8S_VERSION#v}-etcd${ETCD_VERSION#v}-kwok${KWOK_VERSION#v}-jobset${JOBSET_VERSION#v}-trainer${TRAINER_VERSION#v}${KUEUE_VERSION:+-kueue${KUEUE_VERSION#v}}-${GO_VERSION}-${KEY_HASH}"
 BIN="$CACHE/$KEY/bin"
 
 # name  wrapper-dir  package  extra-ldflags
@@ -98,6 +114,7 @@ COMPONENTS=(
   "jobset-controller|$JOBSET_DIR|sigs.k8s.io/jobset|"
   "trainer-controller-manager|$TRAINER_DIR|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager|"
 )
+[[ -n "$KUEUE_VERSION" ]] && COMPONENTS+=("kueue-controller-manager|kueue|sigs.k8s.io/kueue/cmd/kueue|")
 
 k8s_ldflags() {
   local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
@@ -269,6 +286,7 @@ KWOK_ARGS=(--kubeconfig "$KUBECONFIG_FILE" --config "$RUN/kwok.yaml"
   --node-lease-duration-seconds 8 --cidr 10.244.0.0/16 --node-ip 127.0.0.1 --v WARN)
 # Processes started in the order they must come up (and stopped in reverse).
 PROCESSES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok jobset-controller trainer-controller-manager)
+[[ -n "$KUEUE_VERSION" ]] && PROCESSES+=(kueue-controller-manager)
 
 mod_dir() {  # the module's own source tree in the module cache, as the Trainer's Makefile does
   (cd "$GOMOD/$1" && go list -m -f '{{.Dir}}' "$2")
@@ -384,6 +402,13 @@ TRAINER_ROTATOR_WEBHOOK=validator.trainer.kubeflow.org
 make_pki() {
   mkdir -p "$PKI"
   [[ -f "$PKI/done" ]] || make_base_pki
+  if [[ -n "$KUEUE_VERSION" && ! -f "$RUN/kueue-certs/tls.key" ]]; then
+    # Kueue's internal cert management is off: it reads the script's certificate from
+    # its webhook cert dir, as JobSet and the Trainer do
+    mkdir -p "$RUN/kueue-certs"
+    cp "$PKI/webhook.crt" "$RUN/kueue-certs/tls.crt"
+    cp "$PKI/webhook.key" "$RUN/kueue-certs/tls.key"
+  fi
   if [[ "$TRAINER_STYLE" == rotator && ! -f "$PKI/trainer-rotator.crt" ]]; then
     # Trainer v2.0.x keeps its own rotator on: it adopts a Secret whose CA is valid for
     # the name kubeflow-trainer-ca and whose certificate is valid for its Service name,
@@ -478,6 +503,41 @@ certManagement:
   enable: false
 CFG
   cp "$HERE/kube/kwok-stages.yaml" "$RUN/kwok.yaml"
+  [[ -n "$KUEUE_VERSION" ]] || return 0
+  # Kueue: the TrainJob integration alone (the webhooks installed are that integration's
+  # and Kueue's own objects'); waitForPodsReady with a short timeout and one requeue, so
+  # a TrainJob whose pods never become ready is evicted (PodsReadyTimeout), requeued
+  # once and then deactivated (RequeuingLimitExceeded) within a test's wait. Only
+  # TrainJobs with a queue-name label are Kueue's (manageJobsWithoutQueueName is off).
+  cat >"$RUN/kueue-config.yaml" <<CFG
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+health:
+  healthProbeBindAddress: 127.0.0.1:$KUEUE_HEALTH_PORT
+metrics:
+  bindAddress: "0"
+webhook:
+  port: $KUEUE_WEBHOOK_PORT
+  host: 127.0.0.1
+  certDir: $RUN/kueue-certs
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+manageJobsWithoutQueueName: false
+waitForPodsReady:
+  timeout: ${KUEUE_PODS_READY_TIMEOUT}s
+  blockAdmission: false
+  requeuingStrategy:
+    timestamp: Eviction
+    backoffLimitCount: 1
+    backoffBaseSeconds: 1
+    backoffMaxSeconds: 5
+integrations:
+  frameworks:
+  - trainer.kubeflow.org/trainjob
+CFG
 }
 
 start() {
@@ -511,9 +571,14 @@ start() {
     echo "start-kube: kwok-stages.yaml or kwok's flags changed since kwok started: restarting kwok"
     stop_one kwok
   fi
-  local jobset_dir trainer_dir
+  local jobset_dir trainer_dir kueue_dir="" kueue_crds=() namespaces=()
   jobset_dir="$(mod_dir "$JOBSET_DIR" sigs.k8s.io/jobset)"
   trainer_dir="$(mod_dir "$TRAINER_DIR" github.com/kubeflow/trainer/v2)"
+  if [[ -n "$KUEUE_VERSION" ]]; then
+    kueue_dir="$(mod_dir kueue sigs.k8s.io/kueue)"
+    kueue_crds=("$kueue_dir/config/components/crd/bases")
+    namespaces=(--namespaces kueue-system)
+  fi
   local secret=()
   if [[ "$TRAINER_STYLE" == rotator ]]; then
     secret=(--tls-secret "$TRAINER_ROTATOR_NS/$TRAINER_ROTATOR_SECRET" "$PKI/trainer-rotator-ca.crt"
@@ -540,8 +605,8 @@ start() {
   wait_for kube-apiserver 120 alive_and kube-apiserver kcurl "$API/readyz"
 
   "$PYTHON" "$INSTALL" --kubeconfig "$KUBECONFIG_FILE" base \
-    --crds "$jobset_dir/config/components/crd/bases" "$trainer_dir/manifests/base/crds" \
-    --nodes "$NODES" "${secret[@]}" >>"$LOGS/install.log" 2>&1 || die "installing CRDs and nodes failed: $(tail -n 20 "$LOGS/install.log")"
+    --crds "$jobset_dir/config/components/crd/bases" "$trainer_dir/manifests/base/crds" "${kueue_crds[@]}" \
+    --nodes "$NODES" "${namespaces[@]}" "${secret[@]}" >>"$LOGS/install.log" 2>&1 || die "installing CRDs and nodes failed: $(tail -n 20 "$LOGS/install.log")"
 
   launch kube-controller-manager --kubeconfig "$KUBECONFIG_FILE" \
     --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
@@ -597,6 +662,18 @@ start() {
     >>"$LOGS/install.log" 2>&1 || die "installing webhooks and runtimes failed: $(tail -n 20 "$LOGS/install.log")"
   wait_for "nodes Ready (kwok)" 60 alive_and kwok "$PYTHON" "$INSTALL" --kubeconfig "$KUBECONFIG_FILE" ready --nodes "$NODES"
 
+  if [[ -n "$KUEUE_VERSION" ]]; then
+    # after the Trainer's runtimes: Kueue's TrainJob integration reads them
+    launch kueue-controller-manager --config "$RUN/kueue-config.yaml" --kubeconfig "$KUBECONFIG_FILE" \
+      --feature-gates VisibilityOnDemand=false --zap-log-level info
+    wait_for kueue-controller-manager 120 alive_and kueue-controller-manager \
+      curl -sf --max-time 2 "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz"
+    "$PYTHON" "$INSTALL" --kubeconfig "$KUBECONFIG_FILE" kueue --ca "$PKI/ca.crt" \
+      --webhooks "$kueue_dir/config/components/webhook/manifests.yaml" "https://127.0.0.1:$KUEUE_WEBHOOK_PORT" \
+      --crd-dir "$kueue_dir/config/components/crd" \
+      >>"$LOGS/install.log" 2>&1 || die "installing Kueue's webhooks and queues failed: $(tail -n 20 "$LOGS/install.log")"
+  fi
+
   cat >"$RUN/endpoint.env" <<ENV
 KUBECONFIG=$KUBECONFIG_FILE
 DISPATCH_KUBEFLOW_KUBECONFIG=$KUBECONFIG_FILE
@@ -605,7 +682,8 @@ DISPATCH_KUBE_API=$API
 DISPATCH_KUBE_RUN=$RUN
 DISPATCH_KUBE_PORT_OFFSET=$OFFSET
 DISPATCH_KUBE_BIN=$BIN
-DISPATCH_KUBE_VERSIONS=kubernetes=$K8S_VERSION,etcd=$ETCD_VERSION,kwok=$KWOK_VERSION,jobset=$JOBSET_VERSION,trainer=$TRAINER_VERSION
+DISPATCH_KUBE_VERSIONS=kubernetes=$K8S_VERSION,etcd=$ETCD_VERSION,kwok=$KWOK_VERSION,jobset=$JOBSET_VERSION,trainer=$TRAINER_VERSION${KUEUE_VERSION:+,kueue=$KUEUE_VERSION}
+DISPATCH_KUBE_KUEUE_PODS_READY_TIMEOUT=${KUEUE_VERSION:+$KUEUE_PODS_READY_TIMEOUT}
 ENV
   echo "start-kube: build check took ${build_s} s; start took $(took "$t0") s"
   echo "start-kube: ready: $API (kubeconfig $KUBECONFIG_FILE; env in $RUN/endpoint.env)"

@@ -9,6 +9,10 @@ cert rotator on (Trainer v2.0.x), the TLS Secret it adopts (``--tls-secret``).
 management is off, or their rotator adopted the script's CA), then the training runtimes
 (which go through the Trainer's validating webhook). ``ready``: exit 0 once the nodes are
 Ready and the default ServiceAccount exists (pods are refused before it does).
+``kueue`` (with Kueue running): its CRDs' conversion webhook, its webhooks (Kueue's own
+objects' and the TrainJob integration's only: a webhook of an integration that is off has
+no handler, and the API server would refuse every object it names), then what an
+administrator sets up (:func:`kueue_setup`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,79 @@ GPUS_PER_NODE = 8
 #: the nodes' address (KWOK's --node-ip in start-kube.sh)
 NODE_ADDRESS = "127.0.0.1"
 PRIORITY_CLASSES = {"dispatch-low": 100, "dispatch-high": 1_000_000}
+
+#: Kueue's queues. Two ClusterQueues in one cohort, each 16 GPUs (two of the four
+#: nodes): ``team-a`` may not borrow, so a higher priority there preempts within the
+#: ClusterQueue; ``team-b`` may borrow ``team-a``'s unused GPUs, and ``team-a`` reclaims
+#: them by preemption (``InCohortReclamation``). CPU and memory are covered generously:
+#: only GPUs are scarce.
+KUEUE_COHORT = "dispatch"
+KUEUE_FLAVOR = "default-flavor"
+KUEUE_GPUS = 16
+KUEUE_QUEUES = {"team-a": 0, "team-b": None}  # LocalQueue (= ClusterQueue) -> GPU borrowing limit
+KUEUE_PRIORITIES = {"low": 100, "high": 10_000}
+
+
+def kueue_setup(namespace: str = "default") -> list[Obj]:
+    """The ResourceFlavor, ClusterQueues, LocalQueues and WorkloadPriorityClasses."""
+    group = "kueue.x-k8s.io/v1beta2"
+    out: list[Obj] = [
+        {"apiVersion": group, "kind": "ResourceFlavor", "metadata": {"name": KUEUE_FLAVOR}}
+    ]
+    for name, borrowing in KUEUE_QUEUES.items():
+        gpu: Obj = {"name": "nvidia.com/gpu", "nominalQuota": KUEUE_GPUS}
+        if borrowing is not None:
+            gpu["borrowingLimit"] = borrowing
+        out.append(
+            {
+                "apiVersion": group,
+                "kind": "ClusterQueue",
+                "metadata": {"name": name},
+                "spec": {
+                    "cohortName": KUEUE_COHORT,
+                    "namespaceSelector": {},
+                    "queueingStrategy": "BestEffortFIFO",
+                    "preemption": {
+                        "withinClusterQueue": "LowerPriority",
+                        "reclaimWithinCohort": "Any",
+                    },
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                            "flavors": [
+                                {
+                                    "name": KUEUE_FLAVOR,
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": 256},
+                                        {"name": "memory", "nominalQuota": "2Ti"},
+                                        gpu,
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+        out.append(
+            {
+                "apiVersion": group,
+                "kind": "LocalQueue",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"clusterQueue": name},
+            }
+        )
+    for name, value in KUEUE_PRIORITIES.items():
+        out.append(
+            {
+                "apiVersion": group,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+                "description": "dispatch live tier",
+            }
+        )
+    return out
 
 
 def documents(path: Path) -> list[Obj]:
@@ -184,17 +261,61 @@ def install_webhooks(
             print(f"{doc['kind']} {done['metadata']['name']} -> {url}")
     for path in runtimes:
         for doc in documents(path):
-            # the webhook server may still be settling: retry what it refuses to answer
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    api.apply(doc)
-                    break
-                except ApiError as exc:
-                    if exc.status < 500 or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
+            retrying(api, doc)
             print(f"{doc['kind']} {doc['metadata']['name']}")
+
+
+def kueue_webhook(hook: Obj) -> bool:
+    """Kueue's own objects' webhooks and the TrainJob integration's."""
+    path = str(hook["clientConfig"]["service"]["path"])
+    return "-kueue-x-k8s-io-" in path or path.endswith("-trainjob")
+
+
+def conversion_patches(crd_dir: Path) -> list[Obj]:
+    """The CRD patches Kueue's kustomization applies for its conversion webhook."""
+    kustomization = yaml.safe_load((crd_dir / "kustomization.yaml").read_text())
+    out: list[Obj] = []
+    for patch in kustomization.get("patches") or []:
+        path = crd_dir / patch["path"]
+        if path.name.startswith("webhook_in_"):
+            out.extend(documents(path))
+    return out
+
+
+def retrying(api: KubeApi, doc: Obj, seconds: float = 30) -> Obj:
+    """Apply ``doc``, retrying while a webhook server that is still settling refuses."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return api.apply(doc)
+        except ApiError as exc:
+            if exc.status < 500 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def install_kueue(api: KubeApi, ca: Path, manifest: Path, url: str, crd_dir: Path) -> None:
+    ca_bundle = base64.b64encode(ca.read_bytes()).decode()
+    for patch in conversion_patches(crd_dir):
+        webhook = patch["spec"]["conversion"]["webhook"]
+        path = webhook["clientConfig"]["service"]["path"]
+        conversion = {
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": {"url": url + path, "caBundle": ca_bundle},
+                "conversionReviewVersions": webhook["conversionReviewVersions"],
+            },
+        }
+        name = patch["metadata"]["name"]
+        api.merge_patch("CustomResourceDefinition", name, {"spec": {"conversion": conversion}})
+        print(f"crd {name} conversion -> {url}{path}")
+    for doc in documents(manifest):
+        hooks = [h for h in doc.get("webhooks") or [] if kueue_webhook(h)]
+        done = api.apply(rewrite_webhooks({**doc, "webhooks": hooks}, "kueue", url, ca_bundle))
+        print(f"{doc['kind']} {done['metadata']['name']} ({len(hooks)} webhooks) -> {url}")
+    for obj in kueue_setup():
+        retrying(api, obj)
+        print(f"{obj['kind']} {obj['metadata']['name']}")
 
 
 def ready(api: KubeApi, nodes: int) -> bool:
@@ -220,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     base = sub.add_parser("base")
     base.add_argument("--crds", nargs="+", type=Path, required=True)
     base.add_argument("--nodes", type=int, default=4)
+    base.add_argument("--namespaces", nargs="*", default=[], help="namespaces to create")
     base.add_argument(
         "--tls-secret",
         nargs=5,
@@ -234,11 +356,17 @@ def main(argv: list[str] | None = None) -> int:
         "--trainer-validating-name", help="the Trainer's ValidatingWebhookConfiguration's name"
     )
     hooks.add_argument("--trainer-ca", type=Path, help="the CA the Trainer's webhook serves from")
+    queues = sub.add_parser("kueue")
+    queues.add_argument("--ca", type=Path, required=True)
+    queues.add_argument("--webhooks", nargs=2, metavar=("MANIFEST", "URL"), required=True)
+    queues.add_argument("--crd-dir", type=Path, required=True, help="config/components/crd")
     check = sub.add_parser("ready")
     check.add_argument("--nodes", type=int, default=4)
     args = parser.parse_args(argv)
     api = KubeApi.from_kubeconfig(args.kubeconfig)
     if args.command == "base":
+        for namespace in args.namespaces:
+            api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         install_base(api, args.crds, args.nodes)
         if args.tls_secret:
             install_tls_secret(api, args.tls_secret[0], [Path(f) for f in args.tls_secret[1:]])
@@ -260,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
             ],
             args.runtimes,
         )
+    elif args.command == "kueue":
+        install_kueue(api, args.ca, Path(args.webhooks[0]), args.webhooks[1], args.crd_dir)
     else:
         try:
             return 0 if ready(api, args.nodes) else 1

@@ -67,6 +67,11 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "ServiceAccount": ("/api/v1", "serviceaccounts", True),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases", True),
     "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
+    "ResourceFlavor": ("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
+    "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),
+    "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
+    "WorkloadPriorityClass": ("/apis/kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", False),
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta2", "workloads", True),
 }
 
 
