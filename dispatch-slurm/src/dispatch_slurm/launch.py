@@ -1,4 +1,5 @@
-"""How a command becomes one distributed job on Slurm (S-41, S-42, S-44, S-46).
+"""How a command becomes one distributed job on Slurm, and how a script gets the same
+contract (S-41, S-42, S-44, S-46, S-47).
 
 The batch script dispatch submits for a command is :data:`WRAPPER`. It runs on the job's
 first node and starts **one srun step per node**, at once:
@@ -31,6 +32,24 @@ do not collide), ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``NODE_RANK``, ``NNOD
 ``DISPATCH_RESUMED`` (1 when an earlier execution of the job ran: a later execution or
 submission) (S-44). ``PYTHONUNBUFFERED=1`` so Python ranks print as they go.
 
+A **script** (``spec.script``, which starts its own steps) runs as the child of a short
+prelude, :data:`SCRIPT_PRELUDE`, the batch script sbatch is given (:func:`script_body`),
+so that a script and a command get one contract on every Slurm release:
+
+- the script's leading ``#SBATCH`` lines are copied above the prelude (sbatch reads them
+  there); the script itself is written to a temporary file on the node and run by its own
+  ``#!`` line (``/bin/sh`` without one);
+- the same ``DISPATCH_EXECUTION``, ``DISPATCH_RESUMED`` and ``PYTHONUNBUFFERED`` as a
+  command (:data:`CONTRACT`), beside the ``DISPATCH_JOB_ID``, ``DISPATCH_SUBMISSION``,
+  ``DISPATCH_CHECKPOINT_DIR`` and warning variables sbatch passes on to both;
+- the warning noted in ``DISPATCH_WARNINGS`` and passed on to the script and its steps
+  (:mod:`dispatch_slurm.warning`); HUP, INT, TERM, USR1 and USR2 passed on to the script;
+- with a progress window, the batch output growing is progress: a watcher moves the
+  heartbeat up to the newest of the prelude's own stdout and stderr, which are the batch
+  output wherever ``--output``/``--error`` put it (``/proc/<pid>/fd/1`` and ``2``);
+- the prelude ends as the script did: with its exit status, or killed by the same signal
+  (so Slurm records ``0:9`` for a script killed by SIGKILL, as for the script alone).
+
 Launchers (:class:`dispatch.Launcher`):
 
 - ``tasks``: the command runs once per task (nodes x tasks-per-node), ``RANK`` =
@@ -43,14 +62,24 @@ Launchers (:class:`dispatch.Launcher`):
 
 from __future__ import annotations
 
+import base64
 import os
 from functools import lru_cache
 from pathlib import Path
 
 from dispatch_slurm.tags import encode_job_id
 
+#: what every execution's environment gets from the batch shell, a command's (:data:`WRAPPER`)
+#: or a script's (:data:`SCRIPT_PRELUDE`) alike (S-44)
+CONTRACT = r"""export DISPATCH_EXECUTION=${SLURM_RESTART_COUNT:-0}
+DISPATCH_RESUMED=0
+if ((DISPATCH_EXECUTION > 0 || ${DISPATCH_SUBMISSION:-1} > 1)); then DISPATCH_RESUMED=1; fi
+export DISPATCH_RESUMED PYTHONUNBUFFERED=1
+"""
+
 #: the batch script for a command: argv = LAUNCHER LOGDIR COMMAND...
-WRAPPER = r"""#!/bin/bash
+WRAPPER = (
+    r"""#!/bin/bash
 # dispatch-slurm launch wrapper: one srun step per node (see dispatch_slurm/launch.py)
 launcher=$1 logdir=$2
 shift 2
@@ -65,11 +94,9 @@ export WORLD_SIZE=$((NNODES * LOCAL_WORLD_SIZE))
 addr=$(scontrol show node "${nodes[0]}" -o 2>/dev/null | tr ' ' '\n' | sed -n 's/^NodeAddr=//p')
 export MASTER_ADDR=${addr:-${nodes[0]}}
 export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
-export DISPATCH_EXECUTION=${SLURM_RESTART_COUNT:-0}
-DISPATCH_RESUMED=0
-if ((DISPATCH_EXECUTION > 0 || ${DISPATCH_SUBMISSION:-1} > 1)); then DISPATCH_RESUMED=1; fi
-export DISPATCH_RESUMED PYTHONUNBUFFERED=1
-warned=0  # the warning (sbatch --signal=B:SIG@S): noted, passed on to every step (warning.py)
+"""
+    + CONTRACT
+    + r"""warned=0  # the warning (--signal=B:SIG@S): noted, passed on to every step (warning.py)
 if [[ -n ${DISPATCH_WARN_SIGNAL:-} ]]; then
   trap 'warned=1
     echo "execution=$DISPATCH_EXECUTION signal=SIG$DISPATCH_WARN_SIGNAL $(squeue -h -j \
@@ -151,6 +178,82 @@ if ((status != 0)) && [[ -s $exits ]]; then
 fi
 exit $status
 """
+)
+
+#: the batch script for ``spec.script`` (:func:`script_body` fills in the script's
+#: ``#SBATCH`` lines, how to run it and the script itself, base64)
+SCRIPT_PRELUDE = (
+    r"""#!/bin/bash
+@DIRECTIVES@# dispatch-slurm: the job's script runs as this shell's child, with the environment, the
+# warning, the progress and the signals a command gets (see dispatch_slurm/launch.py)
+"""
+    + CONTRACT
+    + r"""script=$(mktemp "${TMPDIR:-/tmp}/dispatch-script.XXXXXX") || exit 1
+base64 -d >"$script" <<'DISPATCH_SCRIPT_END'
+@PAYLOAD@
+DISPATCH_SCRIPT_END
+chmod 700 "$script"
+watcher=
+if [[ -n ${DISPATCH_HEARTBEAT:-} ]]; then  # the batch output growing is progress (S-47)
+  # this shell's stdout and stderr are the batch output wherever --output/--error put it
+  (while kill -0 $$ 2>/dev/null && sleep 5; do
+    for out in /proc/$$/fd/1 /proc/$$/fd/2; do
+      if [[ -f $out && ( ! -e $DISPATCH_HEARTBEAT || $out -nt $DISPATCH_HEARTBEAT ) ]]; then
+        touch -r "$out" "$DISPATCH_HEARTBEAT"
+      fi
+    done
+  done) </dev/null >/dev/null 2>&1 &
+  watcher=$!
+fi
+child=
+# signals Slurm sends this shell only (scancel --signal, a preemption or time limit's
+# SIGTERM) are passed on to the script, which may checkpoint on them
+for sig in HUP INT TERM USR1 USR2; do
+  trap "trapped=1; kill -s $sig \$child 2>/dev/null" "$sig"
+done
+if [[ -n ${DISPATCH_WARN_SIGNAL:-} ]]; then  # the warning: noted, then passed on (warning.py)
+  trap 'trapped=1
+    echo "execution=$DISPATCH_EXECUTION signal=SIG$DISPATCH_WARN_SIGNAL $(squeue -h -j \
+      "$SLURM_JOB_ID" -o "time_left=%L time_limit=%l") at=$(date -u +%FT%TZ)" >>"$DISPATCH_WARNINGS"
+    kill -s "$DISPATCH_WARN_SIGNAL" "$child" 2>/dev/null
+    scancel --quiet --signal="$DISPATCH_WARN_SIGNAL" "$SLURM_JOB_ID"' "$DISPATCH_WARN_SIGNAL"
+fi
+@RUN@ "$@" &
+child=$!
+# a trap interrupts wait (status > 128): wait again for the script's own status
+while :; do trapped=0; wait "$child"; rc=$?; ((trapped == 1 && rc > 128)) || break; done
+rm -f "$script"
+if [[ -n $watcher ]]; then kill "$watcher" 2>/dev/null; fi
+if ((rc > 128)) && sig=$(kill -l $((rc - 128)) 2>/dev/null); then
+  # the script was ended by a signal: so is this shell, so that Slurm records the job's
+  # ending as it would for the script alone (a signal, not an exit code)
+  case $sig in
+    STOP | TSTP | TTIN | TTOU | CONT | CHLD | URG | WINCH) ;;  # these end nothing
+    *) ulimit -c 0; trap - "$sig" 2>/dev/null; kill -s "$sig" $$ ;;
+  esac
+fi
+exit $rc
+"""
+)
+
+
+def script_body(script: str) -> str:
+    """The batch script for ``spec.script``: :data:`SCRIPT_PRELUDE` around it. The script's
+    leading ``#SBATCH`` lines are copied above the prelude, so sbatch still reads them; a
+    script without a ``#!`` line is run by ``/bin/sh``, as on the other backends."""
+    lines = script.splitlines()
+    shebang = bool(lines) and lines[0].startswith("#!")
+    directives = []
+    for line in lines[1:] if shebang else lines:
+        if line.startswith("#SBATCH"):
+            directives.append(line + "\n")
+        elif line.strip() and not line.startswith("#"):
+            break  # sbatch reads directives only before the first command
+    payload = base64.encodebytes(script.encode()).decode().strip()
+    run = '"$script"' if shebang else '/bin/sh "$script"'
+    body = SCRIPT_PRELUDE.replace("@RUN@", run).replace("@PAYLOAD@", payload)
+    return body.replace("@DIRECTIVES@", "".join(directives))  # the user's words last
+
 
 #: where the per-submission log directories go unless ``DISPATCH_SLURM_LOG_DIR`` says
 DEFAULT_LOG_ROOT = "~/.local/share/dispatch/slurm-logs"

@@ -16,15 +16,14 @@
   (0700, one per job, the same for every submission and requeue), exported as
   ``DISPATCH_CHECKPOINT_DIR``; must be on a file system every node reaches, like the logs.
 
-A batch script given as ``spec.script`` with a warning is run as the child of a short
-prelude (:func:`script_body`): the prelude is the batch shell that gets Slurm's signal,
-notes it the same way and passes it on to the script and to its steps. The script's
-leading ``#SBATCH`` lines are copied above the prelude so sbatch still reads them.
+A batch script given as ``spec.script`` runs as the child of a short prelude
+(:func:`dispatch_slurm.launch.script_body`): the prelude is the batch shell that gets
+Slurm's signal, notes it the same way (in ``DISPATCH_WARNINGS``) and passes it on to the
+script and to its steps.
 """
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -70,43 +69,6 @@ def make_directories(env: dict[str, str]) -> None:
         Path(env["DISPATCH_CHECKPOINT_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
     if "DISPATCH_HEARTBEAT" in env:
         Path(env["DISPATCH_HEARTBEAT"]).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-
-
-#: the batch script for ``spec.script`` with a warning: {directives}, {payload} filled in
-PRELUDE = r"""#!/bin/bash
-{directives}# dispatch-slurm: the job's script runs as this shell's child, so that the warning
-# (sbatch --signal=B:SIG@S) is noted before it is passed on (dispatch_slurm/warning.py)
-script=$(mktemp "${{TMPDIR:-/tmp}}/dispatch-script.XXXXXX")
-base64 -d >"$script" <<'DISPATCH_SCRIPT_END'
-{payload}
-DISPATCH_SCRIPT_END
-chmod 700 "$script"
-warned=0
-trap 'warned=1
-  echo "execution=${{SLURM_RESTART_COUNT:-0}} signal=SIG$DISPATCH_WARN_SIGNAL $(squeue -h -j \
-    "$SLURM_JOB_ID" -o "time_left=%L time_limit=%l") at=$(date -u +%FT%TZ)" >>"$DISPATCH_WARNINGS"
-  kill -s "$DISPATCH_WARN_SIGNAL" "$child" 2>/dev/null
-  scancel --quiet --signal="$DISPATCH_WARN_SIGNAL" "$SLURM_JOB_ID"' "$DISPATCH_WARN_SIGNAL"
-"$script" "$@" &
-child=$!
-wait "$child"
-rc=$?
-while ((rc > 128 && warned == 1)); do warned=2; wait "$child"; rc=$?; done
-rm -f "$script"
-exit $rc
-"""
-
-
-def script_body(script: str) -> str:
-    """The batch script for ``script`` with a warning (see the module)."""
-    directives = []
-    for line in script.splitlines()[1:]:
-        if line.startswith("#SBATCH"):
-            directives.append(line + "\n")
-        elif line.strip() and not line.startswith("#"):
-            break  # sbatch reads directives only before the first command
-    payload = base64.encodebytes(script.encode()).decode().strip()
-    return PRELUDE.format(directives="".join(directives), payload=payload)
 
 
 def warnings(job_id: str, submission: int) -> dict[int, str]:
