@@ -294,6 +294,19 @@ class LiveDriver:
             lambda: not self.api.list("Pod", self.namespace),
             timeout=120,
         )
+        if "kueue" in self.plane.versions:
+            # a Workload holds its quota until the garbage collector removes it
+            self.wait(
+                "no Kueue Workload left",
+                lambda: not self.api.list("Workload", self.namespace),
+                timeout=120,
+            )
+
+    def workload(self, name: str) -> Obj:
+        """The Kueue Workload of the TrainJob ``name`` (by Kueue's job-uid label)."""
+        uid = self.trainjob(name)["metadata"]["uid"]
+        (found,) = self.api.list("Workload", self.namespace, f"kueue.x-k8s.io/job-uid={uid}")
+        return found
 
     def settle(self, seconds: float) -> None:
         """Let the real controllers run for a while (only where a test checks that
