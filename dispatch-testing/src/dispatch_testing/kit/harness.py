@@ -291,7 +291,8 @@ class Harness:
     def script_spec(self, script: str) -> JobSpec:
         """A job running ``script`` (``JobSpec.script`` is the script file's *text*; the
         backend runs it by its own ``#!`` line). The kit's script starts with
-        :attr:`python_shebang`; raise :class:`NotProvokable` if the nodes have no Python."""
+        :attr:`python_shebang` (or ``#!/bin/sh``); raise :class:`NotProvokable` if the
+        nodes have no Python or run no programs."""
         return JobSpec(name="kit-script", script=script)
 
     #: the ``#!`` line of the kit's Python script, for nodes whose python3 is elsewhere
@@ -353,6 +354,19 @@ class Harness:
                     env[key] = value
             seen.append(env)
         return seen
+
+    def script_output(self, backend: Backend, job_id: str, object_id: str) -> str:
+        """What the ended :meth:`script_spec` job ``object_id`` printed on stdout (the
+        kit's script prints its environment, ``KEY=VALUE`` lines). By default read through
+        the backend's ``logs`` (submission 1, every rank); override for a backend without
+        the ``logs`` capability."""
+        if Capability.LOGS not in backend.declarations.capabilities:
+            raise NotProvokable(
+                "the backend does not declare logs: override Harness.script_output "
+                "to read what a script job printed"
+            )
+        selection = LogSelection().of(job_id, 1)
+        return b"".join(backend.logs(object_id, selection)).decode(errors="replace")
 
     def restore_nodes(self, nodes: Set[str]) -> None:
         """Bring nodes a scenario killed back into service (restart a slurmd, uncordon),
