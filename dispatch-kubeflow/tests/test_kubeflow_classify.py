@@ -393,6 +393,66 @@ def test_failed_jobs_with_no_evidence_left_is_unknown_not_guessed() -> None:
     assert FAILED_JOBS["message"] in view.cause.detail
 
 
+# -- conditions that contradict the pods (each a row: unknown or alive, never a guess) --
+
+COMPLETE = c("Complete", reason="AllJobsCompleted", message="jobset completed successfully")
+
+
+def test_complete_and_failed_at_once_is_unknown_with_both_words_S4() -> None:
+    view = see(trainjob(COMPLETE, FAILED_JOBS), js=jobset(), jobs=(job(),))
+    assert TABLE[match(_facts(trainjob(COMPLETE, FAILED_JOBS)))].state == "Contradictory"
+    assert view.phase is Phase.ENDED and view.cause is not None
+    assert view.cause.kind is CauseKind.UNKNOWN
+    assert "AllJobsCompleted" in view.cause.detail and "FailedJobs" in view.cause.detail
+
+
+def test_complete_while_a_job_failed_is_unknown_not_success_S4() -> None:
+    failed = job(c("Failed", reason="BackoffLimitExceeded", message="Job has reached the limit"))
+    view = see(
+        trainjob(COMPLETE),
+        js=jobset(),
+        jobs=(failed,),
+        pods=(pod(0, phase="Failed", state=terminated("Error", 1)),),
+    )
+    assert view.phase is Phase.ENDED and view.cause is not None
+    assert view.cause.kind is CauseKind.UNKNOWN, view.cause
+    assert view.cause.detail == (
+        "TrainJob Complete: AllJobsCompleted: jobset completed successfully; but Job "
+        f"{NAME}-node-0 Failed: BackoffLimitExceeded: Job has reached the limit"
+    )
+
+
+def test_complete_while_a_pod_still_runs_waits_alive_S4() -> None:
+    view = see(trainjob(COMPLETE), js=jobset(), jobs=(job(),), pods=(pod(0),))
+    assert view.phase is Phase.RUNNING and view.alive
+    assert view.cause is not None and view.cause.kind is CauseKind.UNKNOWN
+    assert f"pod {NAME}-node-0-0-x0 is still Running" in view.cause.detail
+    # the same pod being deleted is the end of a completed job, not a contradiction
+    gone = see(trainjob(COMPLETE), js=jobset(), jobs=(job(),), pods=(pod(0, deleting=T2),))
+    assert gone.phase is Phase.ENDED and gone.cause is not None
+    assert gone.cause.kind is CauseKind.NONE
+
+
+def test_failed_while_every_pod_succeeded_is_unknown_not_guessed_S4() -> None:
+    done = terminated("Completed", 0)
+    view = see(
+        trainjob(FAILED_JOBS),
+        js=jobset(),
+        jobs=(job(c("Complete", reason="CompletionsReached")),),
+        pods=(pod(0, phase="Succeeded", state=done), pod(1, phase="Succeeded", state=done)),
+    )
+    assert view.phase is Phase.ENDED and view.cause is not None
+    assert view.cause.kind is CauseKind.UNKNOWN
+    assert view.cause.detail == f"TrainJob: {FAILED_JOBS['reason']}: {FAILED_JOBS['message']}"
+
+
+def _facts(tj: dict[str, Any]) -> Facts:
+    return Facts(
+        Evidence(job_id=JOB_ID, submission=1, name=NAME, namespace=NS, trainjob=tj, jobset=None,
+                 jobs=[], pods=[], nodes={}, workload=None)
+    )  # fmt: skip
+
+
 def test_runtime_not_supported_is_launch_failed() -> None:
     view = see(
         trainjob(

@@ -119,6 +119,22 @@ class Facts:
         return None
 
     @cached_property
+    def job_failed(self) -> Obj | None:
+        """A Job of the current attempt whose own `Failed` condition holds."""
+        for j in self.ev.of_attempt("jobs", self.attempt or 0):
+            if true(j, "Failed") is not None:
+                return j
+        return None
+
+    @cached_property
+    def running_pod(self) -> Obj | None:
+        """A pod that runs and is not being deleted."""
+        for p in self.live:
+            if status(p).get("phase") == "Running" and not meta(p).get("deletionTimestamp"):
+                return p
+        return None
+
+    @cached_property
     def malformed(self) -> str | None:
         return self.ev.malformed()
 
@@ -159,6 +175,14 @@ FACTS: Mapping[str, tuple[str, Callable[[Facts], bool]]] = {
     ),
     "complete": ("TrainJob `Complete=True`", lambda f: true(f.ev.trainjob, "Complete") is not None),
     "failed": ("TrainJob `Failed=True`", lambda f: true(f.ev.trainjob, "Failed") is not None),
+    "job-failed": (
+        "a Job of the current attempt has `Failed=True`",
+        lambda f: f.job_failed is not None,
+    ),
+    "pod-runs": (
+        "a pod is `Running` and not being deleted",
+        lambda f: f.running_pod is not None,
+    ),
     "pods-say-why": (
         "the current attempt's Jobs or Pods show a failure (`endings.ending_of`)",
         _failed_attempt,
@@ -368,6 +392,29 @@ def _restarts_unreadable(f: Facts) -> Cause:
     )
 
 
+def _contradiction(f: Facts) -> Cause | None:
+    """The TrainJob's `Complete` condition beside what says otherwise, both verbatim: the
+    Failed condition, a failed Job of the attempt, or a pod that still runs."""
+    done = true(f.ev.trainjob, "Complete")
+    if done is None:
+        return None
+    failed = true(f.ev.trainjob, "Failed")
+    if failed is not None:
+        other = f"TrainJob Failed: {said(failed)}"
+    elif f.job_failed is not None:
+        failed = true(f.job_failed, "Failed") or {}
+        other = f"Job {name_of(f.job_failed)} Failed: {said(failed)}"
+    elif f.running_pod is not None:
+        other = f"pod {name_of(f.running_pod)} is still Running"
+    else:
+        return None
+    return make_cause(
+        K.UNKNOWN,
+        f"TrainJob Complete: {said(done)}; but {other}",
+        done.get("lastTransitionTime"),
+    )
+
+
 def _malformed(f: Facts) -> Cause:
     return make_cause(K.UNKNOWN, f"cannot read {f.malformed}", None)
 
@@ -385,6 +432,11 @@ SOURCES: Mapping[str, tuple[str, Callable[[Facts], Cause | None]]] = {
     "stop": (f"the `{tags.STOP}` annotation: cancelled, by its actor", _stop),
     "deleted": ('"TrainJob … was deleted without a stop recorded by dispatch"', _deleted),
     "complete": ("the `Complete` condition's words, exit 0", _complete),
+    "contradiction": (
+        "`TrainJob Complete: …; but …`: the `Complete` condition's words and what "
+        "contradicts it (the `Failed` condition's, the Job's, or the running pod's name)",
+        _contradiction,
+    ),
     "trainjob-failed": (
         "`TrainJob: Reason: message` of its `Failed` condition",
         _trainjob_failed,
@@ -472,6 +524,22 @@ TABLE: tuple[Row, ...] = (
         tests=("test_trainjob_deadline_is_time_limit",
                "test_deadline_after_the_warning_is_time_limit_although_the_pods_exited_0"),
         trainer="2.2"),
+    # the TrainJob's conditions against its own Jobs and Pods: when they disagree, the
+    # object is unknown with both sides' words (or, while a pod runs, alive), never the
+    # ending one side claims; `Failed` DeadlineExceeded beside `Complete` is no
+    # contradiction: the row above (a program that exited 0 ran out of time, S-45)
+    Row(("complete", "failed"), E, "Contradictory", "contradiction", K.UNKNOWN, "cause",
+        "`Complete` and `Failed` (for another reason than the deadline above) at once: "
+        "unknown with both conditions' words, never one of them picked (S-4)",
+        tests=("test_complete_and_failed_at_once_is_unknown_with_both_words_S4",)),
+    Row(("complete", "job-failed"), E, "Contradictory", "contradiction", K.UNKNOWN, "cause",
+        "`Complete` while a Job of the current attempt says `Failed`: unknown with both "
+        "words, neither a success nor the Job's failure (S-4)",
+        tests=("test_complete_while_a_job_failed_is_unknown_not_success_S4",)),
+    Row(("complete", "pod-runs"), R, "Contradictory", "contradiction", K.UNKNOWN, "running",
+        "`Complete` while one of its pods still runs (not being deleted): alive, unknown with "
+        "both words; it ends as `Complete` says once no pod runs (S-4)",
+        tests=("test_complete_while_a_pod_still_runs_waits_alive_S4",)),
     Row(("complete",), E, "Complete", "complete", None, "cause", "every Job completed",
         tests=("test_complete_is_ended_none",)),
     Row(("failed",), E, "Failed", "trainjob-failed", K.LAUNCH_FAILED, "cause",
@@ -491,7 +559,8 @@ TABLE: tuple[Row, ...] = (
         "failed and nothing left says why, or a reason this table does not know: the "
         "TrainJob's words, never a guessed kind (S-4)",
         tests=("test_failed_jobs_with_no_evidence_left_is_unknown_not_guessed",
-               "test_unmapped_trainjob_failure_reason_is_unknown_verbatim")),
+               "test_unmapped_trainjob_failure_reason_is_unknown_verbatim",
+               "test_failed_while_every_pod_succeeded_is_unknown_not_guessed_S4")),
     # -- deleted while not ended (an ended one keeps its ending above: a stop of an
     # -- object that had completed or failed never rewrites why it ended) ---------------
     Row(("deleting", "stop-recorded"), E, "Deleted", "stop", None, "cause",
