@@ -34,7 +34,7 @@ from dispatch.model.errors import (
 )
 from dispatch.model.prepared import Prepared
 from dispatch.model.selection import LogSelection
-from dispatch.model.spec import JobSpec
+from dispatch.model.spec import ArrayMember, JobSpec
 
 GROUP = "dispatch.backends"
 
@@ -122,12 +122,13 @@ class Backend:
                 f"hook contract; this dispatch knows version {hookspecs.API_VERSION} "
                 "(upgrade dispatch-core)"
             )
-        for capability, hook in _HOOKS_FOR.items():
-            if capability in result.capabilities and not self.implements(hook):
-                raise BackendBroken(
-                    f"backend {self.name!r} declares {capability.value!r} but does not "
-                    f"implement {hook}"
-                )
+        for capability, hooks in _HOOKS_FOR.items():
+            for hook in hooks:
+                if capability in result.capabilities and not self.implements(hook):
+                    raise BackendBroken(
+                        f"backend {self.name!r} declares {capability.value!r} but does not "
+                        f"implement {hook}"
+                    )
         return result
 
     def discover(self, job_ids: Sequence[str]) -> Discovery:
@@ -169,6 +170,34 @@ class Backend:
             raise self._wrong(hook, result, "an object id (a non-empty str)")
         return result
 
+    def check_array(self, size: int, max_running: int | None) -> None:
+        """Refuse a sweep of ``size`` members this backend could not take as one array
+        (nothing to check on a backend without the ``arrays`` capability)."""
+        if self.declarations.supports(Capability.ARRAYS):
+            self._call("dispatch_check_array", size=size, max_running=max_running)
+
+    def submit_array(
+        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+    ) -> list[str] | None:
+        """One object for these members' first submissions: one object id per member, in
+        their order; None when the backend cannot make one array of them."""
+        result = self._call(
+            "dispatch_submit_array",
+            group_id=group_id,
+            members=list(members),
+            max_running=max_running,
+        )
+        if result is None:
+            return None
+        if isinstance(result, (str, bytes)) or not isinstance(result, Sequence):
+            raise self._wrong("dispatch_submit_array", result, "a list of object ids")
+        ids = list(result)
+        if len(ids) != len(members) or not all(isinstance(i, str) and i for i in ids):
+            raise self._wrong(
+                "dispatch_submit_array", ids, f"{len(members)} object ids (non-empty str)"
+            )
+        return ids
+
     def open_gate(self, object_id: str) -> None:
         self._call("dispatch_open_gate", object_id=object_id)
 
@@ -194,11 +223,11 @@ class Backend:
 
 
 #: hooks a backend needs exactly when it declares the capability (from their ``needed``)
-_HOOKS_FOR = {
-    Capability(hookspecs.needed_for(hook)): hook
-    for hook in hookspecs.HOOKS
-    if hookspecs.needed_for(hook) in {c.value for c in Capability}
-}
+_HOOKS_FOR: dict[Capability, tuple[str, ...]] = {}
+for _hook in hookspecs.HOOKS:
+    if hookspecs.needed_for(_hook) in {c.value for c in Capability}:
+        _capability = Capability(hookspecs.needed_for(_hook))
+        _HOOKS_FOR[_capability] = (*_HOOKS_FOR.get(_capability, ()), _hook)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from dispatch.model.discovery import Discovery
     from dispatch.model.prepared import Prepared
     from dispatch.model.selection import LogSelection
-    from dispatch.model.spec import JobSpec
+    from dispatch.model.spec import ArrayMember, JobSpec
 
 PROJECT = "dispatch"
 #: The contract's version. 1: ``dispatch_submit``, ``dispatch_render`` and a
@@ -62,6 +62,7 @@ NEEDED = {
     "prepared": "dispatch_prepare and dispatch_send together, instead of dispatch_submit",
     "gating": "with the gating capability (and only then)",
     "logs": "with the logs capability (and only then)",
+    "arrays": "with the arrays capability (and only then)",
     "optional": "optional",
     "deprecated": "deprecated",
 }
@@ -211,6 +212,53 @@ def dispatch_stop(object_id: str, cause: Cause) -> None:
         a later discovery. Idempotent (S-30): stopping a stopped, ended or unknown object
         is not an error. dispatch asks again while a stopped object still shows alive.
     :raises Unreachable: the scheduler could not be asked.
+    """
+
+
+@needed("arrays")
+@hookspec(firstresult=True)
+def dispatch_check_array(size: int, max_running: int | None) -> None:
+    """Refuse a sweep the scheduler could not take as one array, before anything is
+    recorded (only on a backend that declares the ``arrays`` capability).
+
+    Called by ``dispatch submit --sweep`` and ``Client.sweep`` after the members' specs
+    were validated. Unlike :func:`dispatch_validate` it may read the scheduler's
+    configuration (Slurm's ``MaxArraySize``).
+
+    :param size: how many members the sweep has (array tasks ``0`` to ``size - 1``).
+    :param max_running: the sweep's bound on members running at once, or None.
+    :return: None when the scheduler takes such an array.
+    :raises BadInput: naming the scheduler's limit that the sweep exceeds.
+    :raises Unreachable: the configuration could not be read; nothing is recorded.
+    """
+
+
+@needed("arrays")
+@hookspec(firstresult=True)
+def dispatch_submit_array(
+    group_id: str, members: Sequence[ArrayMember], max_running: int | None
+) -> Sequence[str] | None:
+    """Create ONE scheduler object for the first submissions of several members of sweep
+    ``group_id``, one task per member (only on a backend that declares ``arrays``).
+
+    The supervisor calls it, within one tick, with every member of a group whose first
+    submission it is about to make (never gated, always submission 1), instead of one
+    submit per member; a member's later submissions go through the usual submit, one
+    object each. An adapter without ``arrays`` keeps getting one submit per member.
+
+    :param members: :class:`dispatch.ArrayMember` values in member order, at least two;
+        ``index`` is the member's place in the sweep, ``spec`` its spec as
+        :func:`dispatch_submit` would get it (the specs differ in command, name and
+        environment only).
+    :param max_running: at most this many tasks at once (Slurm ``--array=...%K``), or None.
+    :return: one object id per member, in the order of ``members``, each the object
+        discovery reports for that member's submission 1 (Slurm's ``123_4``); every task
+        must be tagged so that :func:`dispatch_discover` finds it by the member's job id
+        and submission 1 if this return value is lost (S-34). None: these members cannot
+        go as one array (the core then submits them one by one).
+    :raises SubmitRefused: the scheduler refused the array; every member's first
+        submission is recorded as failed with its words.
+    :raises Unreachable: the scheduler could not be asked; dispatch asks again later.
     """
 
 

@@ -160,6 +160,9 @@ def create_group(
     native = frozenset(b.rule.action for b in plan.bindings if b.enforcer is Enforcer.BACKEND)
     for spec in specs:
         check_spec(registry, backend, spec)
+    # a backend with the arrays capability submits the sweep as one array: a limit of
+    # its scheduler's arrays refuses the sweep now, before anything is recorded
+    registry.get(backend).check_array(len(specs), max_running)
     at = now or utc_now()
     who = by or identity_of(store)
     batches: list[Batch] = []

@@ -131,6 +131,9 @@ class Capability(_Named):
     GPUS = "gpus"
     EXCLUDE_NODES = "exclude-nodes"
     LOGS = "logs"
+    #: a sweep's first submissions go as one scheduler object with one task per member
+    #: (a Slurm job array); a backend without it gets one object per member
+    ARRAYS = "arrays"
 
 
 class Stream(_Named):

@@ -67,3 +67,13 @@ class JobSpec(Model):
         if self.native_actions - NATIVE_ACTIONS:
             raise ValueError("native_actions holds only restart and requeue")
         return self
+
+
+class ArrayMember(Model):
+    """One member of a sweep handed to ``dispatch_submit_array``: its job id, its place in
+    the sweep (0-based; the array task it becomes) and the spec of its first submission,
+    as ``dispatch_submit`` would get it."""
+
+    job_id: str = Field(min_length=1)
+    index: int = Field(ge=0)
+    spec: JobSpec
