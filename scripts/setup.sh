@@ -22,7 +22,7 @@ fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 say "installing the distributions (editable) and the test tools"
 "$VENV/bin/python" -m pip install -q \
-    -e "./dispatch-core[postgres,ui]" -e ./dispatch-testing -e ./dispatch-slurm -e ./dispatch-kubeflow \
+    -e "./dispatch-core[postgres,ui,functions]" -e ./dispatch-testing -e ./dispatch-slurm -e ./dispatch-kubeflow \
     -e ./dispatch-slurm-testing -e ./dispatch-kubeflow-testing \
     -e ./examples/dispatch-example \
     pytest hypothesis "ruff==0.17.6" "mypy==2.4.1" build selenium

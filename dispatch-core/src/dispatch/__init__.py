@@ -34,6 +34,9 @@ _WHERE: dict[str, str] = {
     "Escalation": "dispatch.core.job",
     "Event": "dispatch.model.events",
     "Execution": "dispatch.model.discovery",
+    "FunctionError": "dispatch.functions",
+    "FunctionHandle": "dispatch.functions",
+    "FunctionSweep": "dispatch.functions",
     "Group": "dispatch.model.events",
     "Hold": "dispatch.core.job",
     "Identity": "dispatch.model.events",
@@ -55,6 +58,7 @@ _WHERE: dict[str, str] = {
     "Provenance": "dispatch.model.enums",
     "RecordConflict": "dispatch.model.errors",
     "RecoveryPolicy": "dispatch.core.policy",
+    "RemoteError": "dispatch.functions",
     "Registry": "dispatch.backends",
     "Resolution": "dispatch.model.enums",
     "Resources": "dispatch.model.spec",
@@ -78,6 +82,7 @@ _WHERE: dict[str, str] = {
     "fold": "dispatch.core.folding",
     "hookimpl": "dispatch.plugin",
     "project": "dispatch.core.projection",
+    "resumed": "dispatch.functions",
     "root_cause": "dispatch.core.cause",
 }
 
@@ -127,6 +132,11 @@ if TYPE_CHECKING:
     from dispatch.core.status import SubmissionStatus as SubmissionStatus
     from dispatch.core.status import Unreached as Unreached
     from dispatch.core.warning import EndWarning as EndWarning
+    from dispatch.functions import FunctionError as FunctionError
+    from dispatch.functions import FunctionHandle as FunctionHandle
+    from dispatch.functions import FunctionSweep as FunctionSweep
+    from dispatch.functions import RemoteError as RemoteError
+    from dispatch.functions import resumed as resumed
     from dispatch.logs import LogChunk as LogChunk
     from dispatch.model.declarations import Declarations as Declarations
     from dispatch.model.discovery import Discovery as Discovery

@@ -29,9 +29,10 @@ import getpass
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from dispatch.handle import JobHandle, WaitTimeout
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from dispatch.core.job import Job
     from dispatch.core.policy import Plan, RecoveryPolicy
     from dispatch.core.status import Status
+    from dispatch.functions import FunctionHandle, FunctionSweep
     from dispatch.model.events import Identity
     from dispatch.model.prepared import Prepared
     from dispatch.model.spec import JobSpec, Resources
@@ -188,6 +190,13 @@ class Sweep:
     @property
     def job_ids(self) -> list[str]:
         return [m.job_id for m in self.members]
+
+
+def _check_max_running(max_running: int | None) -> None:
+    if max_running is not None and (
+        isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1
+    ):
+        raise BadInput(f"max_running: give a whole number of at least 1, not {max_running!r}")
 
 
 def current_actor() -> str:
@@ -538,15 +547,37 @@ class Client:
         script: bool = False,
     ) -> Sweep:
         """:meth:`sweep` for a ready template :class:`dispatch.JobSpec`."""
-        from dispatch.job_records import create_group
         from dispatch.sweep import new_group_id
 
-        if max_running is not None and (
-            isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1
-        ):
-            raise BadInput(f"max_running: give a whole number of at least 1, not {max_running!r}")
+        _check_max_running(max_running)
         group_id = new_group_id()
         specs, values = self.sweep_specs(template, grid, group_id=group_id, script=script)
+        return self._record_sweep(
+            group_id,
+            specs,
+            values,
+            backend=backend,
+            policy=policy,
+            max_running=max_running,
+            start=start,
+        )
+
+    def _record_sweep(
+        self,
+        group_id: str,
+        specs: Sequence[JobSpec],
+        values: Sequence[dict[str, str]],
+        *,
+        backend: str | None,
+        policy: PolicyArg,
+        max_running: int | None,
+        start: bool,
+    ) -> Sweep:
+        """Check every member's spec, record the group in one write, submit the first
+        members now (unless ``start`` is False)."""
+        from dispatch.job_records import create_group
+
+        _check_max_running(max_running)
         backend_name, plan = self._prepare(backend, policy, specs[0])
         chosen = self.registry.get(backend_name)
         for spec in specs[1:]:
@@ -711,6 +742,215 @@ class Client:
             under = {"resources": client._default("resources") or {}}
             args["resources"] = layer(under, {"resources": args.get("resources")})["resources"]
         return client, args
+
+    # ------------------------------------------------------------------ functions
+    def submit_function(
+        self,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        resources: Resources | Mapping[str, Any] | None = None,
+        policy: PolicyArg = None,
+        backend: str | None = None,
+        python: str | os.PathLike[str] | None = None,
+        job: SpecFields | None = None,
+        start: bool = True,
+        **kwargs: Any,
+    ) -> FunctionHandle:
+        """Run ``fn(*args, **kwargs)`` as a job (docs/functions.md); its handle's
+        :meth:`~dispatch.functions.FunctionHandle.result` is the value.
+
+        The function and its arguments are pickled by cloudpickle into the job's
+        checkpoint directory (``job["checkpoint_dir"]``, else a new directory under
+        ``$XDG_DATA_HOME/dispatch/functions``): it must be on a file system every node
+        reaches. The job runs ``<python> -m dispatch.function_runner``; every rank calls
+        the function and rank 0 writes the outcome.
+
+        :param python: the interpreter the job runs (default: this one, by its path); it
+            must be this Python's major.minor and import what the function needs.
+        :param job: the rest of the job, as :class:`SpecFields` says (``name``, ``env``,
+            ``checkpoint_dir``, ``warn``, ``options``...), apart from the function's own
+            keywords; not ``script``.
+        :raises BadInput: the function or an argument cannot be pickled (the pickler's
+            reason), or anything :meth:`submit` refuses; nothing is recorded.
+        """
+        from dispatch import functions
+        from dispatch.job_records import create_job, new_job_id
+
+        fields = self._function_fields(job, resources)
+        name = fields.pop("name", None) or functions.function_name(fn)
+        function = functions.pickled(fn, f"the function {name!r}")
+        call = functions.pickled((args, kwargs), f"the arguments of {name!r}")
+        job_id = new_job_id()
+        directory = fields.pop("checkpoint_dir", None) or functions.default_root() / job_id
+        spec = self.spec(functions.command(python), name=name, checkpoint_dir=directory, **fields)
+        backend_name, plan = self._prepare(backend, policy, spec)
+        written = functions.Written()
+        try:
+            assert spec.checkpoint_dir is not None
+            functions.write_call(written, spec.checkpoint_dir, call, function)
+            create_job(
+                self.store,
+                self.registry,
+                backend=backend_name,
+                spec=spec,
+                policy=plan.policy,
+                job_id=job_id,
+                actor=self.actor,
+            )
+        except BaseException:
+            written.remove()
+            raise
+        if start:
+            self.start(job_id)
+        return functions.FunctionHandle(self, job_id)
+
+    def submit_map(
+        self,
+        fn: Callable[..., Any],
+        iterable: Iterable[Any],
+        /,
+        *iterables: Iterable[Any],
+        backend: str | None = None,
+        policy: PolicyArg = None,
+        max_running: int | None = None,
+        python: str | os.PathLike[str] | None = None,
+        start: bool = True,
+        **fields: Unpack[SpecFields],
+    ) -> FunctionSweep:
+        """Record ``fn(item)`` for each item (``fn(a, b)`` for each pair of two
+        iterables, which must have the same length) as a sweep (:meth:`sweep`): one
+        group, member ``i`` calling the function on item ``i``, each recovered on its
+        own; the first ``max_running`` (default: all) are submitted now.
+
+        Member ``i``'s checkpoint directory is ``<checkpoint_dir>/<i>`` (by default
+        ``checkpoint_dir`` is a new directory under ``$XDG_DATA_HOME/dispatch/functions``),
+        the function is pickled once, beside them. The name may hold ``{i}``, the item's
+        index (default ``<function>-{i}``). See :meth:`submit_function`.
+
+        :raises BadInput: no items, iterables of different lengths, a function or an
+            item that cannot be pickled, or anything :meth:`sweep` refuses; nothing is
+            recorded.
+        """
+        from dispatch import functions
+        from dispatch.sweep import new_group_id
+        from dispatch.warning_text import heartbeat_for
+
+        _check_max_running(max_running)
+        given = self._function_fields(fields, fields.get("resources"))
+        try:
+            items = list(zip(iterable, *iterables, strict=True))
+        except ValueError as exc:
+            raise BadInput(f"map: the iterables are not of one length ({exc})") from None
+        if not items:
+            raise BadInput("map: no items to call the function on")
+        name = given.pop("name", None) or functions.function_name(fn)
+        if "{" + functions.MAP_KEY + "}" not in name:
+            name += "-{" + functions.MAP_KEY + "}"
+        function = functions.pickled(fn, f"the function {name!r}")
+        calls = [
+            functions.pickled((item, {}), f"item {index} of {name!r}")
+            for index, item in enumerate(items)
+        ]
+        group_id = new_group_id()
+        root = given.pop("checkpoint_dir", None) or functions.default_root() / group_id
+        shared = functions.call_dir(root) / functions.FUNCTION
+        template = self.spec(
+            functions.command(python, shared), name=name, checkpoint_dir=root, **given
+        )
+        assert template.checkpoint_dir is not None
+        specs, values = self.sweep_specs(
+            template, {functions.MAP_KEY: range(len(items))}, group_id=group_id
+        )
+        members = []
+        for index, spec in enumerate(specs):
+            directory = str(Path(template.checkpoint_dir) / str(index))
+            update: dict[str, Any] = {"checkpoint_dir": directory}
+            if spec.heartbeat is not None:  # each member beats in its own directory
+                update["heartbeat"] = heartbeat_for(directory)
+            members.append(spec.model_copy(update=update))
+        written = functions.Written()
+        try:
+            functions.write_call(written, template.checkpoint_dir, function=function)
+            for spec, call in zip(members, calls, strict=True):
+                assert spec.checkpoint_dir is not None
+                functions.write_call(written, spec.checkpoint_dir, call)
+            recorded = self._record_sweep(
+                group_id,
+                members,
+                values,
+                backend=backend,
+                policy=policy,
+                max_running=max_running,
+                start=False,
+            )
+        except BaseException:
+            written.remove()
+            raise
+        if start:
+            self.start_many(recorded.job_ids)
+        return functions.FunctionSweep(
+            group_id, tuple(functions.FunctionHandle(self, j) for j in recorded.job_ids)
+        )
+
+    def map(
+        self,
+        fn: Callable[..., Any],
+        iterable: Iterable[Any],
+        /,
+        *iterables: Iterable[Any],
+        timeout: float | None = None,
+        interval: float = 2.0,
+        backend: str | None = None,
+        policy: PolicyArg = None,
+        max_running: int | None = None,
+        python: str | os.PathLike[str] | None = None,
+        **fields: Unpack[SpecFields],
+    ) -> list[Any]:
+        """``fn`` over the items as one sweep (:meth:`submit_map`), supervised here until
+        every member has ended or is held: the values, in item order.
+
+        :raises RemoteError: a member's function raised (the first such member in item
+            order; the original exception when it unpickles here).
+        :raises FunctionError: a member ended without a value.
+        :raises WaitTimeout: ``timeout`` seconds passed first (the members go on).
+        """
+        sweep = self.submit_map(
+            fn,
+            iterable,
+            *iterables,
+            backend=backend,
+            policy=policy,
+            max_running=max_running,
+            python=python,
+            **fields,
+        )
+        return sweep.results(timeout, interval=interval)
+
+    def function_job(self, job_id: str) -> FunctionHandle:
+        """A handle on a recorded function job (one :meth:`submit_function` or
+        :meth:`map` made), for its result; ``UnknownJob`` when the record has none."""
+        from dispatch.functions import FunctionHandle
+
+        check_text(job_id, "job id")
+        handle = FunctionHandle(self, job_id)
+        handle.record()
+        return handle
+
+    def _function_fields(self, fields: Mapping[str, Any] | None, resources: Any) -> dict[str, Any]:
+        """A function job's :class:`SpecFields`: any but a command's or a script's."""
+        given = dict(fields or {})
+        unknown = sorted(set(given) - set(SpecFields.__annotations__))
+        if unknown:
+            raise TypeError(f"unexpected job keyword(s): {', '.join(unknown)}")
+        for key in ("script", "script_file"):
+            if given.get(key) is not None:
+                raise BadInput(f"{key}: a function job runs the function, not a script")
+        given.pop("script", None)
+        given.pop("script_file", None)
+        if resources is not None:
+            given["resources"] = resources
+        return given
 
     # ------------------------------------------------------------------ finding jobs
     def job(self, job_id: str) -> JobHandle:
