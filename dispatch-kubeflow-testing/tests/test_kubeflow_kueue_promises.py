@@ -1,12 +1,14 @@
 """The emulated Kueue's promises: what Kueue v0.17.0 does to a queued TrainJob and its
-Workload, each stated once and run against a tier. They run against the emulator here;
-the live tier (start-kube.sh) does not build Kueue yet, so none of them has been checked
-against the real Kueue (dispatch-kubeflow-testing/README.md lists what is emulated).
+Workload, each stated once and run against a tier: the emulator here, the real Kueue of
+the live plane in test_kubeflow_live_kueue_promises.py (dispatch-kubeflow-testing/README.md
+lists where the two differed and what is emulated).
 
 The tier creates TrainJobs through the official client over HTTP and reads them and
-their Workloads back; the Kueue objects (ClusterQueue with its nominal ``nvidia.com/gpu``
-quota, LocalQueue, WorkloadPriorityClass) are what an administrator would create, and
-the provocations that Kueue itself decides (a requeuing limit reached) are the driver's.
+their Workloads back; the Kueue objects are the live plane's (install.py's
+``kueue_setup``: ClusterQueues ``team-a`` and ``team-b`` of 16 GPUs in one cohort,
+``team-a`` without borrowing, LocalQueues of the same names, WorkloadPriorityClasses
+``low`` and ``high``), and the provocations that Kueue itself decides (a requeuing limit
+reached) are the driver's.
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 from dispatch_kubeflow_testing.emulator import Emulator
+from dispatch_kubeflow_testing.live.install import (
+    KUEUE_COHORT,
+    KUEUE_GPUS,
+    KUEUE_PRIORITIES,
+    KUEUE_QUEUES,
+)
 from kubernetes import client, config
 
 G, V = "trainer.kubeflow.org", "v1alpha1"
@@ -27,6 +35,11 @@ PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 JOB_UID = "kueue.x-k8s.io/job-uid"
 T = TypeVar("T")
 Obj = dict[str, Any]
+#: the live plane's queues: each LocalQueue on the ClusterQueue of its name
+CLUSTER_QUEUES = dict.fromkeys(KUEUE_QUEUES, KUEUE_GPUS)
+LOCAL_QUEUES = {name: name for name in KUEUE_QUEUES}
+COHORTS = dict.fromkeys(KUEUE_QUEUES, KUEUE_COHORT)
+BORROWING = {name: limit for name, limit in KUEUE_QUEUES.items() if limit is not None}
 
 
 class KueueTier(Protocol):
@@ -39,6 +52,9 @@ class KueueTier(Protocol):
         cluster_queues: dict[str, int],
         local_queues: dict[str, str],
         priorities: dict[str, int],
+        *,
+        cohorts: dict[str, str],
+        borrowing_limits: dict[str, int],
     ) -> None: ...
     def deactivate(self, name: str) -> None: ...
     def reach_requeuing_limit(self, name: str) -> None: ...
@@ -62,8 +78,17 @@ class EmulatorKueue:
         cluster_queues: dict[str, int],
         local_queues: dict[str, str],
         priorities: dict[str, int],
+        *,
+        cohorts: dict[str, str],
+        borrowing_limits: dict[str, int],
     ) -> None:
-        self.emulator.kueue_queues(cluster_queues, local_queues, priorities)
+        self.emulator.kueue_queues(
+            cluster_queues,
+            local_queues,
+            priorities,
+            cohorts=cohorts,
+            borrowing_limits=borrowing_limits,
+        )
 
     def deactivate(self, name: str) -> None:
         self.emulator.kueue_deactivate(name)
@@ -89,16 +114,24 @@ def tier(emulator: Emulator, kubeconfig: Path) -> Any:
     config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     api = client.ApiClient(configuration)
     tier = EmulatorKueue(emulator, api)
-    tier.queues({"cq-a": 16}, {"team-a": "cq-a"}, {"low": 100, "high": 1000})
+    tier.queues(
+        CLUSTER_QUEUES,
+        LOCAL_QUEUES,
+        KUEUE_PRIORITIES,
+        cohorts=COHORTS,
+        borrowing_limits=BORROWING,
+    )
     yield tier
     api.close()
 
 
-def submit(tier: KueueTier, *, nodes: int = 2, priority: str | None = None) -> str:
-    """A TrainJob of ``nodes`` × 8 GPUs sent to LocalQueue ``team-a``, not suspended by
+def submit(
+    tier: KueueTier, *, nodes: int = 2, priority: str | None = None, queue: str = "team-a"
+) -> str:
+    """A TrainJob of ``nodes`` × 8 GPUs sent to LocalQueue ``queue``, not suspended by
     its author (Kueue's webhook suspends it)."""
     name = f"kq-{uuid.uuid4().hex[:6]}"
-    labels = {QUEUE_NAME: "team-a", **({PRIORITY_CLASS: priority} if priority else {})}
+    labels = {QUEUE_NAME: queue, **({PRIORITY_CLASS: priority} if priority else {})}
     gpus = {"nvidia.com/gpu": "8"}
     body = {
         "apiVersion": f"{G}/{V}",
@@ -257,3 +290,28 @@ def test_promise_kueue_the_requeuing_limit_deactivates_with_its_cause(tier: Kueu
     )
     assert wl["spec"]["active"] is False
     assert cond(wl, "DeactivationTarget") == {}
+
+
+def test_promise_kueue_reclaims_what_another_cluster_queue_of_its_cohort_borrows(
+    tier: KueueTier,
+) -> None:
+    """team-b runs 24 GPUs, 8 of them team-a's unused quota; team-a then asks for its 16:
+    Kueue preempts team-b's Workload whatever its priority (``InCohortReclamation``, the
+    paths naming the cohort), and admits team-a's once team-b's job is suspended."""
+    borrower = submit(tier, nodes=3, priority="high", queue="team-b")
+    tier.until(f"{borrower} admitted", lambda: admitted(tier, borrower))
+    owner = submit(tier, priority="low", queue="team-a")
+    wl = tier.until(
+        f"{borrower} preempted",
+        lambda: workload_when(tier, borrower, lambda w: state(w, "Evicted")[0] == "True"),
+    )
+    preemptor, owner_tj = tier.workload(owner), tier.trainjob(owner)
+    assert state(wl, "Evicted") == ("True", "Preempted")
+    assert state(wl, "Preempted") == ("True", "InCohortReclamation")
+    assert cond(wl, "Evicted")["message"] == (
+        f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: "
+        f"{owner_tj['metadata']['uid']}) due to reclamation within the cohort; preemptor "
+        f"path: /{KUEUE_COHORT}/team-a; preemptee path: /{KUEUE_COHORT}/team-b"
+    )
+    tier.until(f"{owner} admitted", lambda: admitted(tier, owner))
+    assert tier.trainjob(borrower)["spec"]["suspend"] is True

@@ -23,7 +23,6 @@ import pytest
 from dispatch_kubeflow_testing.live.cluster import ControlPlane
 from dispatch_kubeflow_testing.live.driver import LiveDriver
 from dispatch_kubeflow_testing.live.fixtures import live, live_plane
-from dispatch_kubeflow_testing.live.install import KUEUE_GPUS, KUEUE_PRIORITIES, KUEUE_QUEUES
 from kubernetes import client
 
 pytestmark = pytest.mark.live(server="kubeflow")
@@ -65,14 +64,24 @@ class LiveKueue:
         cluster_queues: dict[str, int],
         local_queues: dict[str, str],
         priorities: dict[str, int],
+        *,
+        cohorts: dict[str, str],
+        borrowing_limits: dict[str, int],
     ) -> None:
-        """The plane's queues are fixed: check that they are what the promise asks."""
+        """The plane's queues are install.py's: check that they are what the promises
+        ask for, as the API server holds them."""
+        api, ns = self.driver.api, self.driver.namespace
         for local, cluster in local_queues.items():
-            assert local in KUEUE_QUEUES and KUEUE_QUEUES[local] == 0, local
-            assert cluster_queues[cluster] == KUEUE_GPUS, cluster_queues
-            self.driver.api.get("LocalQueue", local, self.driver.namespace)
-        order = sorted(priorities, key=priorities.__getitem__)
-        assert order == sorted(KUEUE_PRIORITIES, key=KUEUE_PRIORITIES.__getitem__)
+            assert api.get("LocalQueue", local, ns)["spec"]["clusterQueue"] == cluster
+        for cluster, gpus in cluster_queues.items():
+            spec = api.get("ClusterQueue", cluster)["spec"]
+            assert spec["cohortName"] == cohorts[cluster], spec
+            (flavor,) = spec["resourceGroups"][0]["flavors"]
+            (gpu,) = [r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu"]
+            assert int(gpu["nominalQuota"]) == gpus, gpu
+            assert gpu.get("borrowingLimit") == borrowing_limits.get(cluster), gpu
+        for name, value in priorities.items():
+            assert api.get("WorkloadPriorityClass", name)["value"] == value
 
     def deactivate(self, name: str) -> None:
         wl = self.workload(name)
@@ -125,7 +134,13 @@ def tier(
     assert "kueue" in live_plane.versions, f"no Kueue on this plane: {live_plane.versions}"
     live.cleanup(promises.QUEUE_NAME)
     tier = LiveKueue(live, api_of(live_plane.kubeconfig))
-    tier.queues({"cq-a": 16}, {"team-a": "cq-a"}, {"low": 100, "high": 1000})
+    tier.queues(
+        promises.CLUSTER_QUEUES,
+        promises.LOCAL_QUEUES,
+        promises.KUEUE_PRIORITIES,
+        cohorts=promises.COHORTS,
+        borrowing_limits=promises.BORROWING,
+    )
     yield tier
     live.cleanup(promises.QUEUE_NAME)
 

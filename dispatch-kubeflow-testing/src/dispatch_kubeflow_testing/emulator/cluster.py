@@ -59,6 +59,9 @@ class Cluster:
         self.kueue_local_queues: dict[str, str] = {}
         self.kueue_cluster_queues: dict[str, int] = {}
         self.kueue_priorities: dict[str, int] = {}
+        # ClusterQueue -> its cohort; ClusterQueue -> its GPU borrowing limit (absent: none)
+        self.kueue_cohorts: dict[str, str] = {}
+        self.kueue_borrowing: dict[str, int] = {}
         self.launch_errors: dict[str, tuple[str, str]] = {}
         self.deadline_expired: set[str] = set()
         self.unschedulable: set[str] = set()

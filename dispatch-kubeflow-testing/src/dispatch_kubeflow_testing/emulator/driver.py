@@ -540,14 +540,22 @@ class Emulator:
         cluster_queues: dict[str, int],
         local_queues: dict[str, str],
         priorities: dict[str, int] | None = None,
+        *,
+        cohorts: dict[str, str] | None = None,
+        borrowing_limits: dict[str, int] | None = None,
     ) -> None:
         """Kueue's objects, as an administrator creates them: ClusterQueues with their
-        nominal ``nvidia.com/gpu`` quota (one ResourceFlavor ``default-flavor``),
-        LocalQueues in this namespace pointing at them, WorkloadPriorityClasses."""
+        nominal ``nvidia.com/gpu`` quota (one ResourceFlavor ``default-flavor``), the
+        cohort each belongs to (ClusterQueue -> cohort) and its GPU borrowing limit
+        (none: it may borrow all its cohort lends), LocalQueues in this namespace pointing
+        at them, WorkloadPriorityClasses. Every ClusterQueue preempts lower priorities
+        within itself and reclaims what others of its cohort borrow."""
         with self.store.lock:
             self.cluster.kueue_cluster_queues = dict(cluster_queues)
             self.cluster.kueue_local_queues = dict(local_queues)
             self.cluster.kueue_priorities = dict(priorities or {})
+            self.cluster.kueue_cohorts = dict(cohorts or {})
+            self.cluster.kueue_borrowing = dict(borrowing_limits or {})
             self.reconcile()
 
     def workload(self, name: str) -> Obj:
@@ -566,7 +574,7 @@ class Emulator:
             if not self.cluster.kueue_cluster_queues:
                 self.cluster.kueue_quota = False
             preemptor = {"metadata": {"uid": "5c1d", "labels": {KUEUE_JOB_UID: "77aa"}}}
-            message = kueue.preemption_message(preemptor, "InClusterQueue", "cluster-queue")
+            message = kueue.preemption_message(preemptor, "InClusterQueue", "/cluster-queue")
             self.cluster.set_condition(wl, "Evicted", "True", "Preempted", message)
             self.cluster.set_condition(wl, "Preempted", "True", "InClusterQueue", message)
             self.reconcile()

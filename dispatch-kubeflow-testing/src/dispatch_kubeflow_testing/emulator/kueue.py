@@ -27,9 +27,14 @@ What it follows, in Kueue's own terms (v0.17.0):
   <words>" when a ``DeactivationTarget`` condition named the cause (``ReasonWithCause``);
   the requeuing limit's words are "exceeding the maximum number of re-queuing retries".
 
-Not emulated: cohorts (borrowing, reclamation, fair sharing), flavors other than one,
-resources other than GPUs, admission checks, waitForPodsReady's timer (the driver evicts
-for ``PodsReadyTimeout`` when told).
+- Cohorts: a ClusterQueue may borrow what the others of its cohort do not use, up to its
+  ``borrowingLimit``; one whose Workload fits its own nominal quota reclaims what others
+  borrow by preempting them (``InCohortReclamation``); the preemption message's paths
+  are ``/<cohort>/<ClusterQueue>``.
+
+Not emulated: fair sharing, lending limits, flavors other than one, resources other than
+GPUs, admission checks, waitForPodsReady's timer (the driver evicts for
+``PodsReadyTimeout`` when told).
 """
 
 from __future__ import annotations
@@ -72,12 +77,14 @@ def gpus_of(tj: Obj) -> int:
     return int(trainer.get("numNodes") or 1) * int(per_node)
 
 
-def preemption_message(preemptor: Obj, reason: str, cq: str) -> str:
-    """``preemptionMessage`` of ``pkg/scheduler/preemption/preemption.go``."""
+def preemption_message(preemptor: Obj, reason: str, path: str, preemptee: str = "") -> str:
+    """``preemptionMessage`` of ``pkg/scheduler/preemption/preemption.go``; the paths
+    are ``buildCQPath``'s (``/<cohort>/<ClusterQueue>``)."""
     return (
         f"Preempted to accommodate a workload (UID: {preemptor['metadata']['uid']}, JobUID: "
         f"{preemptor['metadata']['labels'].get(KUEUE_JOB_UID, 'UNKNOWN')}) due to "
-        f"{HUMAN_REASONS.get(reason, 'UNKNOWN')}; preemptor path: /{cq}; preemptee path: /{cq}"
+        f"{HUMAN_REASONS.get(reason, 'UNKNOWN')}; preemptor path: {path}; "
+        f"preemptee path: {preemptee or path}"
     )
 
 
@@ -203,67 +210,129 @@ def _admit(c: Cluster, tj: Obj, wl: Obj, cq: str) -> None:
     _suspend(c, tj, False)
 
 
+def _path(c: Cluster, cq: str) -> str:
+    """``buildCQPath``: the cohort, then the ClusterQueue."""
+    cohort = c.kueue_cohorts.get(cq)
+    return f"/{cohort}/{cq}" if cohort else f"/{cq}"
+
+
+class _Quota:
+    """GPU quota by ClusterQueue and cohort: each ClusterQueue's nominal quota, what its
+    admitted Workloads use, and what it may borrow from the rest of its cohort."""
+
+    def __init__(self, c: Cluster, usage: dict[str, int]) -> None:
+        self.c, self.usage = c, usage
+
+    def members(self, cq: str) -> list[str]:
+        cohort = self.c.kueue_cohorts.get(cq)
+        if not cohort:
+            return [cq]
+        return [q for q in self.c.kueue_cluster_queues if self.c.kueue_cohorts.get(q) == cohort]
+
+    def available(self, cq: str) -> int:
+        nominal = self.c.kueue_cluster_queues.get(cq, 0)
+        own = nominal - self.usage.get(cq, 0)
+        members = self.members(cq)
+        if len(members) == 1:
+            return own
+        cohort = sum(self.c.kueue_cluster_queues.get(q, 0) - self.usage.get(q, 0) for q in members)
+        limit = self.c.kueue_borrowing.get(cq)
+        return min(cohort, own + limit) if limit is not None else cohort
+
+    def borrowing(self, cq: str) -> bool:
+        return self.usage.get(cq, 0) > self.c.kueue_cluster_queues.get(cq, 0)
+
+
 def _schedule(c: Cluster, queued: list[tuple[Obj, Obj]]) -> None:
-    """One ClusterQueue at a time: admitted Workloads hold their quota (an evicted one
-    until its job is suspended); pending ones are admitted by priority, then age, and one
-    that does not fit preempts lower-priority admitted ones of its ClusterQueue."""
-    by_cq: dict[str, list[tuple[Obj, Obj]]] = {}
+    """Admitted Workloads hold their quota (an evicted one until its job is suspended);
+    pending ones are admitted (those that need not borrow first, then by priority, then
+    age) where their ClusterQueue's quota, with what it may borrow from its cohort, fits
+    them. One that does not fit preempts:
+    admitted Workloads of other ClusterQueues of its cohort that borrow, when it fits in
+    its own nominal quota (``InCohortReclamation``), then lower-priority ones of its own
+    ClusterQueue (``InClusterQueue``), borrowers first, as Kueue orders candidates."""
+    members: list[tuple[str, Obj, Obj]] = []
     for tj, wl in queued:
         cq = c.kueue_local_queues.get(wl["spec"]["queueName"])
         if cq is None:
             message = f"LocalQueue {wl['spec']['queueName']} doesn't exist"
             c.set_condition(wl, "QuotaReserved", "False", "Inadmissible", message)
             continue
-        by_cq.setdefault(cq, []).append((tj, wl))
-    for cq, members in by_cq.items():
-        quota = c.kueue_cluster_queues.get(cq, 0)
-        holding = [(tj, wl) for tj, wl in members if is_true(wl, "QuotaReserved")]
-        used = sum(gpus_of(tj) for tj, _ in holding)
-        for tj, wl in holding:
-            if not is_true(wl, "Evicted"):
-                _suspend(c, tj, False)
-        pending = [
-            (tj, wl)
-            for tj, wl in members
-            if not is_true(wl, "QuotaReserved") and not _stopping(tj, wl)
-        ]
-        pending.sort(key=lambda p: (-_priority(p[1]), p[1]["metadata"]["creationTimestamp"]))
-        for tj, wl in pending:
-            need = gpus_of(tj)
-            if used + need <= quota:
-                _admit(c, tj, wl, cq)
-                used += need
-                continue
-            victims = sorted(
-                (
-                    (vtj, vwl)
-                    for vtj, vwl in holding
-                    if not is_true(vwl, "Evicted") and _priority(vwl) < _priority(wl)
-                ),
-                key=lambda p: _priority(p[1]),
-            )
-            chosen, freed = [], 0
-            for victim in victims:
-                if used - freed + need <= quota:
-                    break
-                chosen.append(victim)
-                freed += gpus_of(victim[0])
-            if chosen and used - freed + need <= quota:
-                message = preemption_message(wl, "InClusterQueue", cq)
-                for vtj, vwl in chosen:
-                    c.set_condition(vwl, "Evicted", "True", "Preempted", message)
-                    c.set_condition(vwl, "Preempted", "True", "InClusterQueue", message)
-                    _suspend(c, vtj, True)
-            more = used + need - quota
-            c.set_condition(
-                wl,
-                "QuotaReserved",
-                "False",
-                "Pending",
-                "couldn't assign flavors to pod set node: insufficient unused quota for "
-                f"nvidia.com/gpu in flavor default-flavor, {more} more needed",
-            )
-            _suspend(c, tj, True)
+        members.append((cq, tj, wl))
+    holding = [(cq, tj, wl) for cq, tj, wl in members if is_true(wl, "QuotaReserved")]
+    usage: dict[str, int] = {}
+    for cq, tj, wl in holding:
+        usage[cq] = usage.get(cq, 0) + gpus_of(tj)
+        if not is_true(wl, "Evicted"):
+            _suspend(c, tj, False)
+    quota = _Quota(c, usage)
+    pending = [
+        (cq, tj, wl)
+        for cq, tj, wl in members
+        if not is_true(wl, "QuotaReserved") and not _stopping(tj, wl)
+    ]
+    # Kueue's scheduler takes the heads that fit without borrowing first, then by
+    # priority, then by age
+    pending.sort(
+        key=lambda p: (
+            usage.get(p[0], 0) + gpus_of(p[1]) > c.kueue_cluster_queues.get(p[0], 0),
+            -_priority(p[2]),
+            p[2]["metadata"]["creationTimestamp"],
+        )
+    )
+    for cq, tj, wl in pending:
+        need = gpus_of(tj)
+        if need <= quota.available(cq):
+            _admit(c, tj, wl, cq)
+            usage[cq] = usage.get(cq, 0) + need
+            continue
+        _preempt(c, quota, cq, tj, wl, holding)
+        more = need - max(quota.available(cq), 0)
+        c.set_condition(
+            wl,
+            "QuotaReserved",
+            "False",
+            "Pending",
+            "couldn't assign flavors to pod set node: insufficient unused quota for "
+            f"nvidia.com/gpu in flavor default-flavor, {more} more needed",
+        )
+        _suspend(c, tj, True)
+
+
+def _preempt(
+    c: Cluster, quota: _Quota, cq: str, tj: Obj, wl: Obj, holding: list[tuple[str, Obj, Obj]]
+) -> None:
+    need = gpus_of(tj)
+    within_nominal = quota.usage.get(cq, 0) + need <= c.kueue_cluster_queues.get(cq, 0)
+    candidates = [
+        (vcq, vtj, vwl)
+        for vcq, vtj, vwl in holding
+        if not is_true(vwl, "Evicted")
+        and (
+            (vcq == cq and _priority(vwl) < _priority(wl))
+            or (vcq != cq and vcq in quota.members(cq) and within_nominal and quota.borrowing(vcq))
+        )
+    ]
+    # other ClusterQueues' first, then the lowest priority, then the latest admitted
+    candidates.sort(key=lambda v: (v[0] == cq, _priority(v[2])))
+    usage = dict(quota.usage)
+    trial = _Quota(c, usage)
+    chosen: list[tuple[str, Obj, Obj]] = []
+    for victim in candidates:
+        if need <= trial.available(cq):
+            break
+        if victim[0] != cq and not trial.borrowing(victim[0]):
+            continue
+        chosen.append(victim)
+        usage[victim[0]] -= gpus_of(victim[1])
+    if not chosen or need > trial.available(cq):
+        return
+    for vcq, vtj, vwl in chosen:
+        reason = "InClusterQueue" if vcq == cq else "InCohortReclamation"
+        message = preemption_message(wl, reason, _path(c, cq), _path(c, vcq))
+        c.set_condition(vwl, "Evicted", "True", "Preempted", message)
+        c.set_condition(vwl, "Preempted", "True", reason, message)
+        _suspend(c, vtj, True)
 
 
 def _priority(wl: Obj) -> int:
