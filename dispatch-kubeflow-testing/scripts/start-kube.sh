@@ -507,7 +507,8 @@ CFG
   # Kueue: the TrainJob integration alone (the webhooks installed are that integration's
   # and Kueue's own objects'); waitForPodsReady with a short timeout and one requeue, so
   # a TrainJob whose pods never become ready is evicted (PodsReadyTimeout), requeued
-  # once and then deactivated (RequeuingLimitExceeded) within a test's wait. Only
+  # once and then deactivated (RequeuingLimitExceeded) within a test's wait; the 10 s
+  # backoff keeps it evicted long enough for a client's poll to see it. Only
   # TrainJobs with a queue-name label are Kueue's (manageJobsWithoutQueueName is off).
   cat >"$RUN/kueue-config.yaml" <<CFG
 apiVersion: config.kueue.x-k8s.io/v1beta2
@@ -532,8 +533,8 @@ waitForPodsReady:
   requeuingStrategy:
     timestamp: Eviction
     backoffLimitCount: 1
-    backoffBaseSeconds: 1
-    backoffMaxSeconds: 5
+    backoffBaseSeconds: 10
+    backoffMaxSeconds: 20
 integrations:
   frameworks:
   - trainer.kubeflow.org/trainjob
