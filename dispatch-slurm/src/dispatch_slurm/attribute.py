@@ -46,7 +46,7 @@ STEP_WORTHY = ("FAILED", "OUT_OF_MEMORY", "NODE_FAIL")
 #: how long after an execution's end a node event still counts as its cause
 EVENT_GRACE = timedelta(seconds=10)
 _RANKS = re.compile(r"dsp-ranks-([0-9]{1,9})-([0-9]{1,9})", re.ASCII)
-_JOB_ID = re.compile(r"[0-9]{1,12}", re.ASCII)
+_JOB_ID = re.compile(r"[0-9]{1,12}(?:_[0-9]{1,9})?", re.ASCII)  # a job, or an array task
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}", re.ASCII)
 
 

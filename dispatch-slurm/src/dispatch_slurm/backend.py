@@ -57,6 +57,8 @@ from dispatch import (
     hookimpl,
 )
 from dispatch.hookspecs import API_VERSION
+from dispatch.model.spec import ArrayMember
+from dispatch.sweep import group_of
 
 from dispatch_slurm import warning as slurm_warning
 from dispatch_slurm.attribute import attribution_queries, silent_nodes
@@ -77,7 +79,7 @@ from dispatch_slurm.parse import (
     parse_sinfo_nodes,
 )
 from dispatch_slurm.runner import Result, Runner
-from dispatch_slurm.tags import Tag, job_name, parse_comment
+from dispatch_slurm.tags import Tag, array_comment, job_name, parse_comment
 from dispatch_slurm.version import (
     TESTED,
     SlurmVersion,
@@ -178,6 +180,7 @@ def declarations(version_note: str = "") -> Declarations:
                 Capability.GPUS,
                 Capability.EXCLUDE_NODES,
                 Capability.LOGS,
+                Capability.ARRAYS,
             }
         ),
         max_discovery_batch=1000,
@@ -272,6 +275,7 @@ class SlurmBackend:
     def __init__(self, runner: Runner | None = None) -> None:
         self.runner = runner or Runner()
         self.versions = VersionCache(self._read_version)
+        self._max_array_size: int | None = None
 
     # -- version ------------------------------------------------------------------------
 
@@ -374,6 +378,122 @@ class SlurmBackend:
         dispatch calls :meth:`dispatch_prepare` and :meth:`dispatch_send`)."""
         return self.dispatch_send(self.dispatch_prepare(job_id, submission, spec, gated))
 
+    # -- arrays -------------------------------------------------------------------------
+
+    def max_array_size(self) -> int:
+        """Slurm's ``MaxArraySize`` (``scontrol show config``): array task ids run from 0
+        to one less than it. Read once per backend object."""
+        if self._max_array_size is None:
+            shown = self._checked(self.runner.run(["scontrol", "show", "config"]))
+            for line in shown.stdout.splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "MaxArraySize" and value.strip().isdigit():
+                    self._max_array_size = int(value.strip())
+                    break
+            else:
+                raise SlurmCommandFailed("scontrol show config printed no MaxArraySize")
+        return self._max_array_size
+
+    @hookimpl
+    def dispatch_check_array(self, size: int, max_running: int | None) -> None:
+        limit = self.max_array_size()
+        if size > limit:
+            raise BadInput(
+                f"sweep: {size} members, but this Slurm's MaxArraySize is {limit}: a job "
+                f"array holds tasks 0 to {limit - 1} (scontrol show config); split the sweep "
+                f"into sweeps of at most {limit} members"
+            )
+
+    @hookimpl
+    def dispatch_submit_array(
+        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+    ) -> list[str] | None:
+        """One ``sbatch --array=<indices>%K``: every task runs the launch wrapper with its
+        own member's command, log directory and environment (a ``case`` on
+        ``SLURM_ARRAY_TASK_ID`` ahead of the wrapper); task ``i`` is member ``i`` and its
+        object is ``<array id>_<i>``. None (one sbatch per member) for script sweeps,
+        whose batch script is the user's own, and members whose specs differ in more than
+        command, name and environment."""
+        if not members:
+            return []
+        first = members[0].spec
+        same = {"command", "env", "name"}
+        if first.script is not None or any(
+            m.spec.model_dump(exclude=same) != first.model_dump(exclude=same) for m in members
+        ):
+            return None
+        try:
+            argv = sbatch_argv(members[0].job_id, 1, first, False, _SCRIPT)
+        except BadInput as exc:
+            raise SubmitRefused(str(exc)) from exc
+        at = argv.index(_SCRIPT)
+        options = [
+            word
+            for word in argv[1:at]
+            if not word.startswith(("--job-name=", "--comment=", "--output="))
+        ]
+        indices = ",".join(str(m.index) for m in members)
+        bound = f"%{max_running}" if max_running is not None else ""
+        output = str(log_dir(group_id + "-ARRAYTASK", 1) / "batch.out").replace("ARRAYTASK", "%a")
+        if first.options.get("output"):
+            output = first.options["output"]
+        sbatch = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={job_name(group_id)}",
+            f"--comment={array_comment(group_id)}",
+            f"--array={indices}{bound}",
+            *options,
+            f"--output={output}",
+        ]
+        cases = []
+        for member in members:
+            spec = member.spec
+            env = added_environment(member.job_id, 1, spec.env)
+            env |= slurm_warning.environment(member.job_id, spec, 1)
+            log_dir(member.job_id, 1).mkdir(parents=True, exist_ok=True, mode=0o700)
+            slurm_warning.make_directories(env)
+            words = [spec.launcher.value, str(log_dir(member.job_id, 1)), *spec.command]
+            exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+            cases.append(
+                f"  {member.index}) set -- {shlex.join(words)}; export {exports} ;;"
+                if exports
+                else f"  {member.index}) set -- {shlex.join(words)} ;;"
+            )
+        head, _, body = WRAPPER.partition("\n")
+        script = "\n".join(
+            [
+                head,
+                "# a sweep's array: each task takes its own member's command and environment",
+                'case "${SLURM_ARRAY_TASK_ID:-}" in',
+                *cases,
+                '  *) echo "dispatch: array task ${SLURM_ARRAY_TASK_ID:-?} is no member" >&2;'
+                " exit 1 ;;",
+                "esac",
+                body,
+            ]
+        )
+        env = added_environment(members[0].job_id, 1, first.env)
+        env |= slurm_warning.environment(members[0].job_id, first, 1)
+        with tempfile.NamedTemporaryFile(
+            "w", prefix="dispatch-slurm-", suffix=".sh", delete=False
+        ) as handle:
+            handle.write(script)
+            path = handle.name
+        try:
+            result = self.runner.run(
+                [*sbatch, path], env=submitter_environment() | env, inherit_env=False
+            )
+        finally:
+            os.unlink(path)
+        if not result.ok:
+            raise SubmitRefused(result.words())
+        first_line = result.stdout.strip().splitlines()[0] if result.stdout.strip() else ""
+        array_id = first_line.split(";", 1)[0].strip()
+        if not (array_id.isascii() and array_id.isdigit()):
+            raise SlurmCommandFailed(f"sbatch answered {result.stdout!r}; expected a job id")
+        return [f"{array_id}_{m.index}" for m in members]
+
     # -- discovery ----------------------------------------------------------------------
 
     @hookimpl
@@ -384,7 +504,10 @@ class SlurmBackend:
             return Discovery(backend=NAME, at=at)
         # every answer below is read in this version's form, with its rules (never a guess)
         version = self.version()
-        names = ",".join(job_name(j) for j in wanted)
+        # a sweep's array is named for its group: asked for beside its members' names
+        groups = {g for g in map(group_of, wanted) if g is not None}
+        names = ",".join([*(job_name(j) for j in wanted), *(job_name(g) for g in sorted(groups))])
+        named = set(wanted) | groups
         since = os.environ.get("DISPATCH_SLURM_SACCT_SINCE", "now-30days")
         # the two listings are independent: ask both at once (still two calls); squeue's
         # answer is checked first, so sacct's stale answer while slurmctld is down is
@@ -421,7 +544,7 @@ class SlurmBackend:
             )
             # the step rows of the failures squeue already shows are asked for while
             # sacct still answers (S-42 attribution without a third round trip)
-            early = attribution_queries(squeue.stdout, "", set(wanted))
+            early = attribution_queries(squeue.stdout, "", named)
             steps_call = pool.submit(self._steps, early.steps_of) if early.steps_of else None
             nodes = None
             if running_any(squeue.stdout, version):
@@ -430,7 +553,7 @@ class SlurmBackend:
             sacct = self._checked(sacct_call.result())
             steps_text = steps_call.result() if steps_call is not None else ""
         events_text = ""
-        queries = attribution_queries(squeue.stdout, sacct.stdout, set(wanted))
+        queries = attribution_queries(squeue.stdout, sacct.stdout, named)
         late = [i for i in queries.steps_of if i not in set(early.steps_of)]
         if late:  # failures only sacct still lists (slurmctld forgot them)
             steps_text += self._steps(tuple(late))
@@ -542,7 +665,9 @@ def _body(spec: JobSpec) -> str:
 
 
 def _check_object_id(object_id: str) -> None:
-    if not (object_id.isascii() and object_id.isdigit()):
+    """A job id (``123``) or an array task's (``123_4``)."""
+    head, _, task = object_id.partition("_")
+    if not (object_id.isascii() and head.isdigit() and (not task or task.isdigit())):
         raise BadInput(f"{object_id!r} is not a Slurm job id")
 
 

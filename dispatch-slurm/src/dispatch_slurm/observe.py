@@ -28,6 +28,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from dispatch import Cause, CauseKind, Execution, ObjectView, Phase, Provenance
+from dispatch.sweep import member_id
 
 from dispatch_slurm.attribute import Attribution, attribute, parse_attribution
 from dispatch_slurm.classify import ALIVE, Answer, classify
@@ -36,11 +37,12 @@ from dispatch_slurm.parse import (
     ParseError,
     SacctRow,
     SqueueRow,
+    array_tasks,
     expand_hostlist,
     parse_sacct,
     parse_squeue,
 )
-from dispatch_slurm.tags import Tag, job_id_from_name, parse_comment
+from dispatch_slurm.tags import Tag, array_group, job_id_from_name, parse_comment
 from dispatch_slurm.version import DEFAULT, SlurmVersion, rules_for
 
 #: one list of the states a job is alive in: the classification table's (classify._ALIVE)
@@ -56,6 +58,26 @@ def _tag_for(name: str, comment: str, wanted: Collection[str]) -> Tag | None:
     if tag is not None and tag.job_id != job_id:
         return None
     return tag
+
+
+def _tags_of(
+    object_field: str, name: str, comment: str, wanted: Collection[str], command: str, line: str
+) -> list[tuple[str, Tag]]:
+    """Each object a row stands for, with its tag: the row's own job, or, for a sweep's
+    array, every task the row names whose member is wanted (array task ``i`` is member
+    ``<group>-i``, submission 1)."""
+    group = array_group(comment)
+    if group is None:
+        tag = _tag_for(name, comment, wanted)
+        return [] if tag is None else [(object_field.strip(), tag)]
+    if job_id_from_name(name) != group:
+        return []
+    found = []
+    for object_id, task in array_tasks(object_field, command=command, line=line):
+        member = member_id(group, task)
+        if member in wanted:
+            found.append((object_id, Tag(job_id=member, submission=1)))
+    return found
 
 
 def _lost_nodes(row: SqueueRow, nodes: dict[str, NodeRow] | None) -> list[NodeRow]:
@@ -140,10 +162,11 @@ def build_objects(
             objects.append(bad)
             unparsable.add(bad.object_id)
             continue
-        tag = _tag_for(row.name, row.comment, wanted)
-        if tag is not None:
-            current[row.job_id] = row
-            tags[row.job_id] = tag
+        for object_id, row_tag in _tags_of(
+            row.job_id, row.name, row.comment, wanted, "squeue", line
+        ):
+            current[object_id] = row
+            tags[object_id] = row_tag
 
     history: dict[str, list[SacctRow]] = {}
     for line in sacct_text.splitlines():
@@ -160,13 +183,22 @@ def build_objects(
                 unparsable.add(bad.object_id)
             continue
         job_id = job_id_from_name(srow.name)
-        if job_id is None or job_id not in wanted:
+        if job_id is None:
             continue
-        history.setdefault(srow.job_id, []).append(srow)
-        if srow.job_id not in tags:
-            tag = _tag_for(srow.name, srow.comment, wanted)
-            if tag is not None:
-                tags[srow.job_id] = tag
+        if job_id in wanted:
+            history.setdefault(srow.job_id, []).append(srow)
+            if srow.job_id not in tags:
+                tag = _tag_for(srow.name, srow.comment, wanted)
+                if tag is not None:
+                    tags[srow.job_id] = tag
+        elif "_" in srow.job_id and "[" not in srow.job_id:
+            # a task of a sweep's array, named for its group (tasks still pending together
+            # are read from squeue, which lists every pending job)
+            for object_id, task_tag in _tags_of(
+                srow.job_id, srow.name, srow.comment, wanted, "sacct", line
+            ):
+                history.setdefault(object_id, []).append(srow)
+                tags.setdefault(object_id, task_tag)
 
     for object_id in sorted(set(current) | set(history), key=_numeric):
         tag = tags.get(object_id)

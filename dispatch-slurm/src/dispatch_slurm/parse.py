@@ -33,9 +33,11 @@ from dispatch import BadInput
 
 from dispatch_slurm.version import DEFAULT, SlurmVersion, release
 
-#: ``squeue -O``: the fields, in order; Reason (free text) last.
+#: ``squeue -O``: the fields, in order; Reason (free text) last. ``JobArrayID`` prints a
+#: job's id as ``JobID`` does (``123``), an array task as ``123_4`` and the pending tasks
+#: of an array still gathered in one row as ``123_[5-11%4]`` (:func:`array_tasks`).
 SQUEUE_FIELDS = (
-    "JobID",
+    "JobArrayID",
     "Name",
     "State",
     "exit_code",
@@ -49,9 +51,10 @@ SQUEUE_FIELDS = (
     "Comment",
     "Reason",
 )
-#: ``sacct -o``: the fields, in order; Comment last.
+#: ``sacct -o``: the fields, in order; Comment last. ``JobID`` is ``JobIDRaw`` for a job
+#: (``123``), ``123_4`` for an array task, ``123_[5-11%4]`` for pending tasks.
 SACCT_FIELDS = (
-    "JobIDRaw",
+    "JobID",
     "JobName",
     "State",
     "ExitCode",
@@ -355,7 +358,7 @@ _BRACKETED = re.compile(r"([^\[]*)\[([^\]]*)\](.*)")
 
 
 #: ``sacct -D -j IDS -o``: the step rows (and the job row that opens each incarnation)
-STEP_FIELDS = ("JobIDRaw", "JobName", "State", "ExitCode", "NTasks", "Start", "End", "NodeList")
+STEP_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NTasks", "Start", "End", "NodeList")
 #: ``sacctmgr show event -o``: node events; Reason (free text) last
 EVENT_FIELDS = ("NodeName", "TimeStart", "TimeEnd", "State", "Reason")
 
@@ -449,3 +452,39 @@ def parse_events(text: str) -> list[NodeEvent]:
             )
         )
     return events
+
+
+_ARRAY_ID = re.compile(
+    r"([0-9]{1,18})_([0-9]{1,9}|\[([0-9,\-]{1,4096})(?:%[0-9]{1,9})?\])", re.ASCII
+)
+#: the most tasks one gathered row may stand for (Slurm's MaxArraySize is at most 4,000,001)
+MAX_ARRAY_TASKS = 4_000_001
+
+
+def array_tasks(text: str, *, command: str = "squeue", line: str = "") -> list[tuple[str, int]]:
+    """The array tasks an id field names, each as its own object id and task index:
+    ``123_4`` is ``[("123_4", 4)]``, ``123_[0-2,7%4]`` (pending tasks gathered in one
+    row; ``%4`` is the array's bound on tasks running at once) is ``123_0``, ``123_1``,
+    ``123_2``, ``123_7``. A plain job id (``123``) names no task: ``[]``.
+
+    :raises ParseError: an array id whose task list does not parse or runs backwards.
+    """
+    text = text.strip()
+    if "_" not in text:
+        return []
+    match = _ARRAY_ID.fullmatch(text)
+    if match is None:
+        raise ParseError(command, line or text, f"bad array task id {text!r}")
+    base, single, listed = match.group(1), match.group(2), match.group(3)
+    if listed is None:
+        return [(f"{base}_{int(single)}", int(single))]
+    tasks: list[tuple[str, int]] = []
+    for part in listed.split(","):
+        lo, dash, hi = part.partition("-")
+        if not _COUNT.fullmatch(lo) or (dash and not _COUNT.fullmatch(hi)):
+            raise ParseError(command, line or text, f"bad array task range {part!r}")
+        first, last = int(lo), int(hi) if dash else int(lo)
+        if last < first or len(tasks) + last - first + 1 > MAX_ARRAY_TASKS:
+            raise ParseError(command, line or text, f"bad array task range {part!r}")
+        tasks.extend((f"{base}_{task}", task) for task in range(first, last + 1))
+    return tasks

@@ -11,6 +11,12 @@ Two fields carry the tag, chosen for what Slurm filters and shows:
   comments (``AccountingStoreFlags=job_comment``), which is how objects that
   slurmctld has already forgotten (older than ``MinJobAge``) keep their submission.
 
+A sweep's first submissions go as one job array (:meth:`SlurmBackend.dispatch_submit_array`):
+its name is ``dsp.<group id>`` and its comment ``dispatch;array=<group id>;submission=1;
+gate=open``; array task ``i`` is member ``<group id>-i`` (:func:`dispatch.sweep.member_id`).
+Discovery asks for the group's name beside its members' names, and reads each task as
+its member's object.
+
 A job id is written as is when it only holds ``[A-Za-z0-9_.~:-]``; any other byte is
 percent-escaped (``%XX`` of its UTF-8) so that no comma (the list separator of ``-n``),
 ``;`` or ``|`` can reach Slurm.
@@ -79,3 +85,20 @@ def job_id_from_name(name: str) -> str | None:
     if not name.startswith(NAME_PREFIX) or len(name) == len(NAME_PREFIX):
         return None
     return decode_job_id(name[len(NAME_PREFIX) :])
+
+
+def array_comment(group_id: str) -> str:
+    """The comment of a sweep's array: every task is submission 1 of its member."""
+    return f"{COMMENT_PREFIX}array={encode_job_id(group_id)};submission=1;gate=open"
+
+
+@lru_cache(maxsize=65536)
+def array_group(comment: str) -> str | None:
+    """The group of an array's comment, or None for any other comment."""
+    if not comment.startswith(COMMENT_PREFIX + "array="):
+        return None
+    fields = dict(
+        part.split("=", 1) for part in comment[len(COMMENT_PREFIX) :].split(";") if "=" in part
+    )
+    group = decode_job_id(fields.get("array", ""))
+    return group or None
