@@ -53,6 +53,7 @@ def test_every_execution_sees_dispatch_variables_and_the_one_node_contract_S44_S
     assert first["DISPATCH_JOB_ID"] == "job-env"
     assert (first["DISPATCH_SUBMISSION"], first["DISPATCH_EXECUTION"]) == ("1", "0")
     assert first["DISPATCH_RESUMED"] == "0"  # nothing of the job ran before
+    assert first["PYTHONUNBUFFERED"] == "1"  # as on every backend: output as it prints
     assert first["MINE"] == "1"
     assert not any(k.startswith("PET_") for k in first)
 

@@ -67,11 +67,11 @@ Decisions the requirements leave open:
   ``environments/<job key>.json``, 0600), never with dispatch's own ``DISPATCH_*``
   configuration, plus ``spec.env``, plus what dispatch sets: ``DISPATCH_JOB_ID``,
   ``DISPATCH_SUBMISSION``, ``DISPATCH_EXECUTION``, ``DISPATCH_RESUMED``,
-  ``DISPATCH_OBJECT_ID`` and the one-node torch.distributed contract (``MASTER_ADDR``,
-  ``MASTER_PORT`` per job, ``WORLD_SIZE``... and torchrun's ``PET_*``): see
-  :mod:`dispatch.local.environment` (S-44). It runs in ``spec.workdir`` (relative to the
-  submitting directory) or the submitting directory. A script that starts with ``#!`` is
-  executed as is, any other with /bin/sh.
+  ``DISPATCH_OBJECT_ID``, ``PYTHONUNBUFFERED=1`` and the one-node torch.distributed
+  contract (``MASTER_ADDR``, ``MASTER_PORT`` per job, ``WORLD_SIZE``... and torchrun's
+  ``PET_*``): see :mod:`dispatch.local.environment` (S-44). It runs in ``spec.workdir``
+  (relative to the submitting directory) or the submitting directory. A script that
+  starts with ``#!`` is executed as is, any other with /bin/sh.
 - Resources: more than one node, more than one task per node, or GPUs are refused at
   submit (``SubmitRefused``): this backend does not provide them. ``cpus_per_task`` and
   ``memory_mb`` are accepted and not enforced, so an out-of-memory kill shows as

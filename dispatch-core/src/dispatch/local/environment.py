@@ -15,12 +15,14 @@ Decided:
 - **What dispatch adds, last (it wins over both):** ``DISPATCH_JOB_ID``,
   ``DISPATCH_SUBMISSION``, ``DISPATCH_EXECUTION`` (0: a local object runs once),
   ``DISPATCH_RESUMED`` (1 when an earlier object of the job launched its command),
-  ``DISPATCH_OBJECT_ID``, and the one-node torch.distributed contract: ``MASTER_ADDR``
-  127.0.0.1, ``MASTER_PORT`` chosen per job (29500 + a hash of the job id, or a free port
-  when that one is taken), ``WORLD_SIZE`` = ``LOCAL_WORLD_SIZE`` = ``NNODES`` = 1, ``RANK`` =
-  ``LOCAL_RANK`` = ``NODE_RANK`` = 0; with ``launcher = torchrun`` also torchrun's
-  ``PET_NNODES=1``, ``PET_NODE_RANK=0``, ``PET_NPROC_PER_NODE=1``, ``PET_MASTER_ADDR``,
-  ``PET_MASTER_PORT``, so ``torchrun train.py`` needs no rendezvous arguments.
+  ``DISPATCH_OBJECT_ID``, ``PYTHONUNBUFFERED=1`` (as on Slurm and Kubeflow: a Python
+  job's output reaches its log, and counts as progress, as it prints), and the one-node
+  torch.distributed contract: ``MASTER_ADDR`` 127.0.0.1, ``MASTER_PORT`` chosen per job
+  (29500 + a hash of the job id, or a free port when that one is taken), ``WORLD_SIZE``
+  = ``LOCAL_WORLD_SIZE`` = ``NNODES`` = 1, ``RANK`` = ``LOCAL_RANK`` = ``NODE_RANK`` =
+  0; with ``launcher = torchrun`` also torchrun's ``PET_NNODES=1``, ``PET_NODE_RANK=0``,
+  ``PET_NPROC_PER_NODE=1``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``, so
+  ``torchrun train.py`` needs no rendezvous arguments.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def contract(
         "DISPATCH_EXECUTION": "0",
         "DISPATCH_RESUMED": "1" if resumed else "0",
         "DISPATCH_OBJECT_ID": object_id,
+        "PYTHONUNBUFFERED": "1",
         "MASTER_ADDR": MASTER_ADDR,
         "MASTER_PORT": str(port),
         "WORLD_SIZE": "1",
