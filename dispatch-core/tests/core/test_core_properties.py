@@ -276,3 +276,18 @@ def test_exclusions_only_grow_only_name_lost_nodes_and_only_where_enforced_S43(
         assert submit.spec.exclude_nodes == recorded.exclude_nodes
     for st_ in statuses:
         assert list(st_.exclude_nodes) == sorted(st_.exclude_nodes)
+
+
+@SETTINGS
+@given(st.data())
+def test_a_packed_job_unpacks_to_the_job_folded_S20(data: st.DataObject) -> None:
+    """A supervisor holds its jobs packed (dispatch.core.compact): every prefix of a
+    random record folds to a job that packs and unpacks to itself."""
+    from dispatch.core.compact import pack, unpack
+
+    w, _ = _play(data)
+    for cut in range(1, len(w.events) + 1):
+        job = fold(w.events[:cut])
+        back = unpack(pack(job))
+        assert back == job and back.model_dump_json() == job.model_dump_json()
+        assert back.model_dump(exclude_unset=True) == job.model_dump(exclude_unset=True)
