@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from dispatch import BadInput, JobSpec, Phase
+from dispatch import BadInput, CauseKind, JobSpec, ObjectView, Phase
 from dispatch.model.spec import ArrayMember
 from dispatch_slurm.backend import SlurmBackend
 from dispatch_slurm.observe import build_objects
-from dispatch_slurm.parse import ParseError, array_tasks, parse_squeue
+from dispatch_slurm.parse import ParseError, array_tasks, parse_sinfo_nodes, parse_squeue
 from dispatch_slurm.runner import Result, Runner
 from dispatch_slurm.tags import array_comment, array_group
 from dispatch_slurm.version import parse_version
@@ -176,3 +176,67 @@ def test_array_tasks_read_in_every_releases_own_output_form_S19(release: str) ->
             assert waiting.pending_reason == "JobArrayTaskLimit" and waiting.cause is None
         seen += 1
     assert seen >= 5, f"only {seen} dispatch rows in the {release} capture"
+
+
+def _recorded(prefix: str, wanted: set[str]) -> dict[tuple[str, int], ObjectView]:
+    """One discovery recorded on 26.05.3 (``scripts/record-discovery.py``), read again."""
+    folder = DATA / "26.05.3"
+
+    def text(kind: str) -> str:
+        path = folder / f"{prefix}.{kind}"
+        return path.read_text() if path.exists() else ""
+
+    version = parse_version(text("version"))
+    nodes = parse_sinfo_nodes(text("sinfo")) if text("sinfo") else None
+    objects = build_objects(
+        text("squeue"),
+        text("sacct"),
+        nodes,
+        wanted,
+        datetime.now(UTC),
+        steps_text=text("steps"),
+        events_text=text("sacctmgr"),
+        version=version,
+    )
+    return {(o.job_id, o.submission): o for o in objects}
+
+
+def test_a_recorded_array_each_task_classified_on_its_own_S19() -> None:
+    """The live 12-member array on 26.05.3: task 0 preempted, task 1 on a lost node, task 3
+    exit 1, the rest succeeded; members 0 and 1 then ran again as single jobs."""
+    group = "g24e0f8e20b35"
+    seen = _recorded("arrays-ended", {f"{group}-{i}" for i in range(12)})
+    kinds = {
+        (job_id, submission): (o.object_id, o.phase, o.cause.kind if o.cause else None)
+        for (job_id, submission), o in seen.items()
+    }
+    assert kinds.pop((f"{group}-0", 1)) == ("15000_0", Phase.ENDED, CauseKind.PREEMPTED)
+    assert kinds.pop((f"{group}-1", 1)) == ("15000_1", Phase.ENDED, CauseKind.NODE_LOST)
+    assert kinds.pop((f"{group}-3", 1)) == ("15000_3", Phase.ENDED, CauseKind.NON_ZERO_EXIT)
+    assert kinds.pop((f"{group}-0", 2)) == ("15008", Phase.ENDED, CauseKind.NONE)
+    assert kinds.pop((f"{group}-1", 2)) == ("15014", Phase.ENDED, CauseKind.NONE)
+    assert kinds == {
+        (f"{group}-{i}", 1): (f"15000_{i}", Phase.ENDED, CauseKind.NONE)
+        for i in (2, 4, 5, 6, 7, 8, 9, 10, 11)
+    }
+    failed = seen[(f"{group}-3", 1)].cause
+    assert failed is not None and failed.exit_code == 1
+    lost = seen[(f"{group}-1", 1)].cause
+    assert lost is not None and "NODE_FAIL" in lost.detail
+
+
+def test_a_recorded_pending_array_row_stands_for_each_waiting_task_S19() -> None:
+    """``15015_[4-11%4]``: squeue's one row for the eight tasks the array's %4 holds back
+    (sacct's gathered ``15015_[0-11%4]`` row is left to squeue)."""
+    group = "g17209227b226"
+    seen = _recorded("arrays-pending", {f"{group}-{i}" for i in range(12)})
+    assert sorted(seen) == sorted((f"{group}-{i}", 1) for i in range(12))
+    for i in range(12):
+        view = seen[(f"{group}-{i}", 1)]
+        assert view.object_id == f"15015_{i}"
+        if i < 4:
+            assert view.phase is Phase.RUNNING and view.cause is None
+            assert [e.nodes for e in view.executions] == [("node1",)]
+        else:
+            assert view.phase is Phase.PENDING and view.executions == ()
+            assert view.pending_reason == "JobArrayTaskLimit" and view.cause is None
