@@ -240,6 +240,12 @@ def outcome_of(job: Job) -> Any:
         raise remote
     if outcome is not None and outcome["stage"] != RETURNED:
         raise FunctionError(f"job {job.job_id}: {outcome['message']}", job)
+    if outcome is not None:  # rank 0 returned; another rank, or what came after, failed
+        raise FunctionError(
+            f"job {job.job_id} {_ended(job)}; rank 0's function returned, but the job did "
+            "not succeed (see dispatch logs)",
+            job,
+        )
     raise FunctionError(f"job {job.job_id} {_ended(job)}; the function left no value", job)
 
 

@@ -192,6 +192,13 @@ def test_a_job_that_ended_without_an_outcome_says_how_it_ended(job_dir: Path) ->
         outcome_of(_job(job_dir, State.SUCCEEDED))
 
 
+def test_a_value_from_rank_0_of_a_job_that_failed_is_not_its_result(job_dir: Path) -> None:
+    _call(job_dir, square, 3)
+    assert runner.run(["--python", HERE]) == 0
+    with pytest.raises(FunctionError, match="rank 0's function returned, but the job did not"):
+        outcome_of(_job(job_dir, State.FAILED, CauseKind.NON_ZERO_EXIT))
+
+
 def test_resumed_reads_DISPATCH_RESUMED_S44(monkeypatch: pytest.MonkeyPatch) -> None:
     import dispatch
 
