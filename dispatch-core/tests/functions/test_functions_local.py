@@ -15,10 +15,12 @@ import dispatch
 import pytest
 from dispatch import BadInput, Client, FunctionError, RemoteError
 from dispatch.core.policy import RecoveryPolicy, Rule
-from dispatch.function_runner import call_dir
+from dispatch.function_runner import call_dir, version_text
 from dispatch.model.enums import State
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+HERE = version_text()
 
 
 @pytest.fixture
@@ -52,7 +54,7 @@ def test_submit_function_returns_the_value(client: Client, tmp_path: Path) -> No
     job = handle.record()
     assert job.name == "cube" and job.outcome is not None
     assert job.outcome.state is State.SUCCEEDED
-    assert job.spec.command[1:5] == ("-m", "dispatch.function_runner", "--python", "3.11")
+    assert job.spec.command == (sys.executable, "-m", "dispatch.function_runner", "--python", HERE)
     assert job.spec.checkpoint_dir == str(tmp_path / "data/dispatch/functions" / job.job_id)
     assert client.function_job(handle.job_id).result(timeout=60) == 27
 
@@ -161,3 +163,10 @@ def test_without_cloudpickle_submit_says_what_to_install(
     with pytest.raises(BadInput, match=r"pip install 'dispatch-core\[functions\]'"):
         client.submit_function(power, 1)
     assert client.store.jobs() == []
+
+
+def test_python_names_the_interpreter_the_job_runs(client: Client, tmp_path: Path) -> None:
+    handle = client.submit_function(power, 2, python=tmp_path / "no-such-python")
+    assert handle.record().spec.command[0] == str(tmp_path / "no-such-python")
+    with pytest.raises(FunctionError, match=r"failed: launch-failed.*left no value"):
+        handle.result(timeout=120, interval=0.2)
