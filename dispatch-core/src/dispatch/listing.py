@@ -90,17 +90,26 @@ def list_jobs(
     limit: int | None = None,
     now: datetime | None = None,
     group: str | None = None,
+    offset: int = 0,
+    before: str | None = None,
 ) -> Listing:
     """The rows, newest first, that pass the filters (``state``: one of
     :data:`STATE_CHOICES`; ``cause``: a cause kind; ``backend``: a backend's name);
-    with ``group``, only the members of that sweep, in member order. Each job not ended
-    says whether a supervisor watches it (:func:`supervised`)."""
+    with ``group``, only the members of that sweep, in member order. ``offset`` skips
+    that many matching rows; ``before`` starts after that job (the last row of a page).
+    Each job not ended says whether a supervisor watches it (:func:`supervised`).
+
+    The store is asked for the rows a page shows, ``limit`` (plus one, to know whether
+    more follow) at a time: the recorded state, the backend and the cause are filters of
+    its query; only a live state (``running``...) and a cause among jobs not ended are
+    checked here, on the jobs folded, asking the store for the next page while rows are
+    left out."""
     from dispatch.job_records import utc_now
 
     now = now or utc_now()
     return supervised(
         store,
-        _list(store, registry, state, cause, backend, limit, now, group),
+        _list(store, registry, state, cause, backend, limit, now, group, offset, before),
         now,
     )
 
@@ -137,6 +146,8 @@ def _list(
     limit: int | None,
     now: datetime,
     group: str | None,
+    offset: int = 0,
+    before: str | None = None,
 ) -> Listing:
     from dispatch.sweep import group_of, index_of
 
@@ -149,14 +160,55 @@ def _list(
             (s for s in store.jobs(state=recorded) if group_of(s.job_id) == group),
             key=lambda s: index_of(s.job_id),
         )
-    elif not live and kind is None and backend is None and limit is not None:
-        summaries = store.jobs(state=recorded, limit=limit + 1)  # no filter: read no more
-    else:
-        summaries = store.jobs(state=recorded)
-    for page in _pages(summaries, backend, PAGE if limit is None else limit):
-        if limit is not None and len(listing.rows) >= limit:
-            listing.more = True  # jobs are left that may match: not read
+        return _filtered(store, registry, _pages(summaries, backend, PAGE), state, kind, limit, now)
+    # the store's answer is the rows themselves unless a live state or cause must be
+    # checked on the folded jobs; then ask for pages until the rows are found
+    exact = not live and kind is None
+    size = PAGE if limit is None else limit + 1
+    skip = 0 if exact else offset
+    cursor = before
+    seen = 0
+    while True:
+        page = store.jobs(
+            state=recorded,
+            backend=backend,
+            cause=None if kind is None else kind.value,
+            before=cursor,
+            offset=offset if exact and cursor == before else 0,
+            limit=size if limit is not None or not exact else None,
+        )
+        start = 0
+        while start < len(page):
+            if limit is not None and len(listing.rows) >= limit:
+                listing.more = True  # jobs are left that may match: not read
+                return listing
+            # fold no more jobs than the rows still wanted
+            step = len(page) if limit is None else max(limit - len(listing.rows), 1)
+            for row in _rows(store, registry, page[start : start + step], now, listing):
+                if (live and row.state != state) or (kind is not None and row.cause != kind.value):
+                    continue
+                seen += 1
+                if seen > skip:
+                    listing.rows.append(row)
+            start += step
+        if (exact and limit is None) or len(page) < size:
             return listing
+        cursor = page[-1].job_id
+
+
+def _filtered(
+    store: RecordStore,
+    registry: Registry,
+    pages: Iterator[list[JobSummary]],
+    state: str | None,
+    kind: CauseKind | None,
+    limit: int | None,
+    now: datetime,
+) -> Listing:
+    """The rows of a sweep's members, page by page, that pass the live filters."""
+    live = state is not None and state not in ("active", *(s.value for s in TERMINAL_STATES))
+    listing = Listing()
+    for page in pages:
         for row in _rows(store, registry, page, now, listing):
             if live and row.state != state:
                 continue

@@ -36,6 +36,15 @@ from dispatch.store.codec import decode_body
 #: How long a supervisor that stopped ticking stays in ``RecordStore.beats``.
 BEATS_KEPT = timedelta(days=30)
 
+#: The events that begin and end an attempt: what ``RecordStore.ending_events`` reads.
+ENDING_TYPES: tuple[str, ...] = (
+    "submission-requested",
+    "submission-failed",
+    "recovery-started",
+    "hold-placed",
+    "outcome-committed",
+)
+
 #: Filters ``RecordStore.jobs`` accepts besides None (every job).
 JOB_FILTERS: tuple[str, ...] = ("active", *sorted(s.value for s in TERMINAL_STATES))
 
@@ -301,6 +310,19 @@ def check_filter(state: str | State | None) -> str | None:
     return value
 
 
+def check_cause(cause: str | None) -> str | None:
+    """A cause kind's value (``jobs``' ``cause`` filter), or BadInput naming the choices."""
+    if cause is None:
+        return None
+    from dispatch.model.enums import CauseKind
+
+    try:
+        return CauseKind(cause).value
+    except ValueError:
+        kinds = ", ".join(k.value for k in CauseKind)
+        raise BadInput(f"unknown cause {cause!r}; use one of: {kinds}") from None
+
+
 def check_limit(limit: int | None, what: str) -> int | None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise BadInput(f"{what}: limit must be a positive int or None, got {limit!r}")
@@ -542,13 +564,38 @@ class RecordStore(abc.ABC):
         """Jobs without an outcome-committed event, oldest first: what a supervisor watches."""
 
     @abc.abstractmethod
-    def jobs(self, state: str | State | None = None, limit: int | None = None) -> list[JobSummary]:
-        """Summaries for ``dispatch list``, newest first.
+    def jobs(
+        self,
+        state: str | State | None = None,
+        limit: int | None = None,
+        *,
+        backend: str | None = None,
+        cause: str | None = None,
+        before: str | None = None,
+        offset: int = 0,
+    ) -> list[JobSummary]:
+        """Summaries for ``dispatch list``, newest first, in one query.
 
         ``state`` is None (all), ``"active"`` (no committed outcome) or a terminal state
         (``"succeeded"``, ``"failed"``, ``"cancelled"``); the live state of an active job comes
-        from projecting it, not from here.
+        from projecting it, not from here. ``backend``: only that backend's jobs.
+        ``cause`` (a cause kind): an ended job whose outcome has that cause, or a job not
+        ended with an event naming it (a superset of the jobs whose live cause it is: the
+        caller folds them to know). ``before``: only jobs listed after that job (a page
+        that goes on where the last one ended); ``offset``: skip that many first.
         """
+
+    @abc.abstractmethod
+    def count_jobs(self) -> dict[str | None, int]:
+        """How many jobs have each outcome (None: not ended), counted by the store in one
+        query; an outcome this build does not know is counted under its stored text."""
+
+    @abc.abstractmethod
+    def ending_events(self, since: datetime) -> Feed:
+        """The events that begin and end attempts (:data:`ENDING_TYPES`) of every job with
+        an ending (all but a request) at or after ``since``, in append order, in one query:
+        what a summary of recent endings needs, without the other jobs or the jobs' other
+        events. A row that does not decode quarantines its job, as ``read_feed`` does."""
 
     @abc.abstractmethod
     def acquire_leases(

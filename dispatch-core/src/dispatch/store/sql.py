@@ -24,6 +24,7 @@ from dispatch.model.events import Event
 from dispatch.model.supervision import SupervisorBeat
 from dispatch.store.base import (
     BEATS_KEPT,
+    ENDING_TYPES,
     Batch,
     Feed,
     JobSummary,
@@ -33,6 +34,7 @@ from dispatch.store.base import (
     RecordStore,
     UndecodableRow,
     check,
+    check_cause,
     check_filter,
     check_job_ids,
     check_lease_request,
@@ -294,24 +296,86 @@ class SQLStore(RecordStore):
         rows = self._query("list", sql + " ORDER BY created_at, job_id", params)
         return [job_id for (job_id,) in rows]
 
-    def jobs(self, state: str | State | None = None, limit: int | None = None) -> list[JobSummary]:
+    def jobs(
+        self,
+        state: str | State | None = None,
+        limit: int | None = None,
+        *,
+        backend: str | None = None,
+        cause: str | None = None,
+        before: str | None = None,
+        offset: int = 0,
+    ) -> list[JobSummary]:
         wanted = check_filter(state)
         check_limit(limit, "jobs")
+        check_position(offset, "jobs: offset")
+        kind = check_cause(cause)
         sql = (
             "SELECT job_id, name, backend, created_at, outcome, version, "
-            f"{self.dialect.owner_column} FROM dispatch_jobs"
+            f"{self.dialect.owner_column} FROM dispatch_jobs j WHERE TRUE"
         )
         params: list[Any] = []
         if wanted == "active":
-            sql += " WHERE outcome IS NULL"
+            sql += " AND outcome IS NULL"
         elif wanted is not None:
-            sql += " WHERE outcome = ?"
+            sql += " AND outcome = ?"
             params.append(wanted)
+        if backend is not None:
+            sql += " AND backend = ?"
+            params.append(backend)
+        if before is not None:
+            check_job_ids([before], "jobs: before")
+            # the page goes on after that job, in the order below (its own row decides)
+            sql += (
+                " AND created_at <= (SELECT created_at FROM dispatch_jobs WHERE job_id = ?)"
+                " AND (created_at, job_id) < "
+                "(SELECT created_at, job_id FROM dispatch_jobs WHERE job_id = ?)"
+            )
+            params += [before, before]
+        if kind is not None:
+            # a cause as the event codec writes it: inside a JSON string a quote is
+            # escaped, so text a user or a scheduler wrote cannot look like this
+            sql += (
+                " AND EXISTS (SELECT 1 FROM dispatch_events e WHERE e.job_id = j.job_id "
+                "AND (j.outcome IS NULL OR e.type = 'outcome-committed') AND e.body LIKE ?)"
+            )
+            params.append(f'%"cause":{{"kind":"{kind}"%')
         sql += " ORDER BY created_at DESC, job_id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+        if limit is not None or offset:
+            sql += " LIMIT ? OFFSET ?"
+            params += [self.dialect.no_limit if limit is None else limit, offset]
         return [self._summary(row) for row in self._query("list", sql, params)]
+
+    def count_jobs(self) -> dict[str | None, int]:
+        rows = self._query(
+            "count jobs", "SELECT outcome, COUNT(*) FROM dispatch_jobs GROUP BY outcome"
+        )
+        return {None if outcome is None else str(outcome): int(n) for outcome, n in rows}
+
+    def ending_events(self, since: datetime) -> Feed:
+        types = ", ".join(f"'{t}'" for t in ENDING_TYPES)
+        ended = ", ".join(f"'{t}'" for t in ENDING_TYPES if t != "submission-requested")
+        rows = self._query(
+            "read recent endings",
+            "SELECT position, job_id, seq, body FROM dispatch_events "
+            f"WHERE type IN ({types}) AND job_id IN (SELECT job_id FROM dispatch_events "
+            f"WHERE type IN ({ended}) AND at >= ?) ORDER BY position",
+            (self.dialect.to_time(since),),
+        )
+        events: list[Event] = []
+        bad: dict[str, Quarantined] = {}
+        for _, job_id, seq, body in rows:
+            if job_id in bad:
+                continue
+            try:
+                events.append(decode_row(job_id, seq, body))
+            except UndecodableRow as exc:
+                bad[job_id] = exc.quarantined()
+        return Feed(
+            events=[e for e in events if e.job_id not in bad] if bad else events,
+            position=int(rows[-1][0]) if rows else 0,
+            quarantined=list(bad.values()),
+        )
 
     def _summary(self, row: tuple[Any, ...]) -> JobSummary:
         """One jobs-table row; a row that does not decode is listed as quarantined (S-48)."""

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from dispatch.model.enums import CauseKind
+from dispatch.model.enums import CauseKind, State
 from dispatch.ui.html import Markup, html, join
 
 if TYPE_CHECKING:
@@ -33,9 +33,6 @@ if TYPE_CHECKING:
 PAGE_SIZE = 50
 #: Lines of each submission's output the log page shows.
 LOG_TAIL = 200
-#: How many of the newest jobs the summary reads the endings of.
-SUMMARY_JOBS = 5000
-
 #: One colour per cause kind (the timeline and the legend); running: no ending yet.
 COLOURS: dict[str, str] = {
     "none": "#2e9e4f",
@@ -105,7 +102,10 @@ def _choice(query: Mapping[str, str], key: str, allowed: Sequence[str]) -> str |
 
 def list_page(client: Client, query: Mapping[str, str], now: datetime) -> Markup:
     """Newest first, ``PAGE_SIZE`` a page; filters ``state``, ``cause``, ``backend``;
-    ``page`` (1, 2, ...). Reads the jobs of the pages up to this one, never the rest."""
+    ``page`` (1, 2, ...) and ``after`` (the last job of the page before, which the
+    "older" link carries). The store is asked for the page's jobs (its query filters by
+    recorded state, backend and cause); only ``page`` without ``after`` (a number typed
+    by hand) with a live state or a cause reads the pages before it as well."""
     from dispatch.listing import STATE_CHOICES, list_jobs
 
     state = _choice(query, "state", STATE_CHOICES)
@@ -117,17 +117,21 @@ def list_page(client: Client, query: Mapping[str, str], now: datetime) -> Markup
         raise BadQuery(f"page must be a whole number; got {query.get('page')!r}") from None
     if not 1 <= page <= 10_000:
         raise BadQuery(f"page must be between 1 and 10000; got {page}")
-    offset = (page - 1) * PAGE_SIZE
+    after = query.get("after") or None
+    if after is not None and "\x00" in after:
+        raise BadQuery("after must be a job id")
     listing = list_jobs(
         client.store,
         client.registry,
         state=state,
         cause=cause,
         backend=backend,
-        limit=offset + PAGE_SIZE,
+        limit=PAGE_SIZE,
         now=now,
+        offset=0 if after is not None else (page - 1) * PAGE_SIZE,
+        before=after,
     )
-    rows = listing.rows[offset:]
+    rows = listing.rows
     notes = join(
         html('<p class="note">{} could not be asked: {}; its jobs show as recorded</p>', b, why)
         for b, why in sorted(listing.unreachable.items())
@@ -142,7 +146,7 @@ def list_page(client: Client, query: Mapping[str, str], now: datetime) -> Markup
         notes,
         join(_list_row(r, now) for r in rows)
         or Markup('<tr><td colspan="10">no job matches</td></tr>'),
-        _pager(query, page, listing.more),
+        _pager(query, page, listing.more, rows[-1].job_id if rows else None),
     )
     return layout("jobs", body, refresh=True)
 
@@ -217,16 +221,21 @@ def _list_row(row: Listed, now: datetime) -> Markup:
     )
 
 
-def _pager(query: Mapping[str, str], page: int, more: bool) -> Markup:
+def _pager(query: Mapping[str, str], page: int, more: bool, last: str | None) -> Markup:
+    """ "newer" (the page before, by number) and "older" (the page after this one's last
+    job, so that the store reads that page alone however deep it is)."""
     from urllib.parse import urlencode
 
-    def link(number: int, text: str) -> Markup:
-        kept = {k: v for k, v in query.items() if k != "page" and v}
-        return html('<a href="/?{}">{}</a>', urlencode({**kept, "page": number}), text)
+    def link(number: int, text: str, after: str | None = None) -> Markup:
+        kept = {k: v for k, v in query.items() if k not in ("page", "after") and v}
+        kept["page"] = str(number)
+        if after is not None:
+            kept["after"] = after
+        return html('<a href="/?{}">{}</a>', urlencode(kept), text)
 
     parts = [link(page - 1, "newer") if page > 1 else Markup("")]
     parts.append(html("<span>page {}</span>", page))
-    parts.append(link(page + 1, "older") if more else Markup(""))
+    parts.append(link(page + 1, "older", last) if more else Markup(""))
     return html('<p class="pager">{}</p>', join(parts, " "))
 
 
@@ -586,55 +595,41 @@ def logs_page(client: Client, job_id: str) -> Markup:
 # ------------------------------------------------------------------ summary
 def summary_page(client: Client, now: datetime) -> Markup:
     """Jobs by state (recorded: active or their outcome), endings by cause over the last
-    day and week, time lost to preemption, the nodes most often named in endings; the
-    endings are those of the newest ``SUMMARY_JOBS`` jobs, read in one bounded pass."""
-    from dispatch.model.errors import DispatchError
+    day and week, time lost to preemption, the nodes most often named in endings.
+
+    The store counts the jobs by state (one query) and reads the events that begin and
+    end attempts of the jobs with an ending in the last week (one query): the page's cost
+    grows with the week's endings, not with the record."""
+    from dispatch.store.base import ENDING_TYPES
 
     store = client.store
     by_state: Counter[str] = Counter()
-    recent = store.jobs(limit=SUMMARY_JOBS)
-    quarantined = [s for s in recent if s.quarantined is not None]
-    for s in store.jobs():
-        by_state[
-            "quarantined" if s.quarantined else (s.outcome.value if s.outcome else "active")
-        ] += 1
-    events: dict[str, list[Event]] = {}
-    unreadable: dict[str, str] = {}
-    ids = [s.job_id for s in recent if s.quarantined is None]
-    position = 0
-    while ids:
-        feed = store.read_feed(position, 20_000, job_ids=ids)
-        for e in feed.events:
-            events.setdefault(e.job_id, []).append(e)
-        for q in feed.quarantined:
-            unreadable.setdefault(q.job_id, q.message)
-        if feed.position == position:
-            break
-        position = feed.position
+    known = {s.value for s in State}
+    for outcome, n in store.count_jobs().items():
+        shown = "active" if outcome is None else outcome if outcome in known else "quarantined"
+        by_state[shown] += n
+    week_ago = now - timedelta(days=7)
+    feed = store.ending_events(week_ago)
+    per_job: dict[str, list[Event]] = {}
+    for e in feed.events:
+        if e.type in ENDING_TYPES:
+            per_job.setdefault(e.job_id, []).append(e)
     day: Counter[str] = Counter()
     week: Counter[str] = Counter()
     nodes: Counter[str] = Counter()
     lost = timedelta(0)
-    bad = [f"{s.job_id}: {getattr(s.quarantined, 'message', '')}" for s in quarantined]
-    bad += [f"{job_id}: {why}" for job_id, why in unreadable.items()]
-    for job_id, evs in events.items():
-        if job_id in unreadable:
-            continue
-        try:
-            line = timeline(evs)
-        except DispatchError as exc:
-            bad.append(f"{job_id}: {exc}")
-            continue
-        for a in line.attempts:
-            if a.cause is None or a.ended_at is None:
+    bad = [f"{q.job_id}: {q.message}" for q in feed.quarantined]
+    for evs in per_job.values():
+        for a in endings(evs):
+            if a.cause is None or a.ended_at is None or a.ended_at < week_ago:
                 continue
-            if now - a.ended_at <= timedelta(days=7):
-                week[a.cause.kind.value] += 1
-                if now - a.ended_at <= timedelta(days=1):
-                    day[a.cause.kind.value] += 1
-                nodes.update(a.cause.nodes)
-                if a.cause.kind is CauseKind.PREEMPTED:
-                    lost += a.ended_at - a.requested_at
+            week[a.cause.kind.value] += 1
+            if now - a.ended_at <= timedelta(days=1):
+                day[a.cause.kind.value] += 1
+            nodes.update(a.cause.nodes)
+            if a.cause.kind is CauseKind.PREEMPTED:
+                # what fell in the week: an attempt requested before it counts from its start
+                lost += a.ended_at - max(a.requested_at, week_ago)
     causes = sorted(set(week))
     body = html(
         '<h1>Summary</h1><div data-refresh="summary"><h2>Jobs by state</h2>'
@@ -662,6 +657,37 @@ def summary_page(client: Client, now: datetime) -> Markup:
         ),
     )
     return layout("summary", body, refresh=True)
+
+
+def endings(events: Sequence[Event]) -> list[Attempt]:
+    """A job's attempts, when each was asked for and the cause that ended it, from its
+    events that begin and end attempts alone (``RecordStore.ending_events``): the
+    endings :func:`timeline` finds, without the rules it names."""
+    from dispatch.model import events as ev
+
+    attempts: list[Attempt] = []
+    by_number: dict[int, Attempt] = {}
+    for e in events:
+        if isinstance(e, ev.SubmissionRequested):
+            a = Attempt(e.submission, e.at)
+            by_number[a.number] = a
+            attempts.append(a)
+            continue
+        if isinstance(e, ev.HoldPlaced) and e.submission is None:
+            continue  # a hold that ended no attempt
+        if isinstance(e, ev.SubmissionFailed | ev.RecoveryStarted | ev.HoldPlaced):
+            number = e.submission
+        elif isinstance(e, ev.OutcomeCommitted):
+            number = None
+        else:
+            continue
+        attempt = by_number.get(number) if number is not None else None
+        if number is None and attempts:
+            attempt = attempts[-1]
+        if attempt is not None and attempt.cause is None:
+            attempt.ended_at = e.cause.at or e.at
+            attempt.cause = e.cause
+    return attempts
 
 
 def _duration(d: timedelta) -> str:
