@@ -23,7 +23,8 @@ One module per area, each a class of tests that :class:`BackendConformance` comb
 ``declarations``, ``discovery`` (submit and tagging, many jobs, round trips),
 ``capabilities`` (with ``refusals``, ``logs``, ``launch_contract``, ``exclusion`` and
 the gate in ``stop``), ``dry_run``, ``stop``, ``unreachable``, ``endings`` (each scenario's cause),
-``scripts`` and ``supervised`` (the core supervisor end to end).
+``scripts``, ``supervised`` (the core supervisor end to end) and ``sweeps`` (a group of
+jobs, one array with ``arrays``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from dispatch_testing.kit.suite.endings import EndingTests
 from dispatch_testing.kit.suite.scripts import ScriptTests
 from dispatch_testing.kit.suite.stop import StopTests
 from dispatch_testing.kit.suite.supervised import SupervisedTests
+from dispatch_testing.kit.suite.sweeps import SweepTests
 from dispatch_testing.kit.suite.unreachable import UnreachableTests
 from dispatch_testing.kit.view import Kit, kit_for
 
@@ -49,6 +51,7 @@ from dispatch_testing.kit.view import Kit, kit_for
 # pytest collects a base class's tests before its subclasses', the last base first: the
 # kit runs declarations first and the end-to-end test last
 class BackendConformance(
+    SweepTests,
     SupervisedTests,
     ScriptTests,
     EndingTests,

@@ -13,6 +13,7 @@ from dispatch_testing.kit.suite.logs import check_logs
 from dispatch_testing.kit.suite.refusals import check_refused, spec_needing
 from dispatch_testing.kit.suite.stop import check_gate
 from dispatch_testing.kit.suite.support import alive
+from dispatch_testing.kit.suite.sweeps import check_arrays
 from dispatch_testing.kit.view import Kit
 
 
@@ -28,6 +29,9 @@ class CapabilityTests:
         declared = capability in kit.declarations.capabilities
         if capability is Capability.LOGS:
             check_logs(kit, job, new_job) if declared else check_no_logs(kit)
+            return
+        if capability is Capability.ARRAYS:  # never refused: without it, one object each
+            check_arrays(kit, tmp_path / "arrays.db", declared)
             return
         if not declared:
             check_refused(kit, capability, tmp_path / "refusals.db")
