@@ -148,6 +148,13 @@ def check_arrays(kit: Kit, record: Any, declared: bool) -> None:
             self.calls.append(("check_array", (size, max_running)))
             self.real.check_array(size, max_running)
 
+        @hookimpl
+        def dispatch_submit_array(
+            self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+        ) -> list[str] | None:
+            self.calls.append(("submit_array", group_id))
+            return self.real.submit_array(group_id, members, max_running)
+
     watching = _Asked(kit.backend)
     registry = Registry.from_plugins({kit.name: watching})
     store = open_store(f"sqlite:///{record}")
