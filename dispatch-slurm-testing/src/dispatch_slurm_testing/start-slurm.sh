@@ -18,6 +18,12 @@
 #                                   (sockets stay open, like a node that lost power)
 #   start-slurm.sh restore NODE     thaw and kill what is left on it, start its slurmd again,
 #                                   resume it, wait until it is idle or in use
+#   start-slurm.sh ctld stop|start|freeze|thaw
+#                                   this version's slurmctld only: stop (SIGTERM, it saves its
+#                                   state; a frozen one is thawed first), start it again (it
+#                                   recovers its state and the running jobs; a frozen one is
+#                                   thawed) and wait until it answers, freeze (SIGSTOP: its
+#                                   sockets stay open and calls time out), thaw (SIGCONT)
 #   start-slurm.sh build [--background]
 #                                   (a built version) build and install it into the cache
 #                                   unless it is there; --background: detached at nice 19,
@@ -253,6 +259,42 @@ do_restore() { # do_restore NODE
     scontrol update nodename="$n" state=resume 2>/dev/null || true
     until_ok 30 "node $n to be idle or in use" node_usable "$n"
   fi
+}
+
+ctld_pid() { # the pid of this version's slurmctld, or fail loudly
+  running "$DIR/slurmctld.pid" || { say "slurmctld of Slurm $SLURM_VERSION is not running" >&2; exit 1; }
+  cat "$DIR/slurmctld.pid"
+}
+
+ctld_stopped() { # the process is in the stopped state (SIGSTOP)
+  [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == T ]]
+}
+
+do_ctld() { # do_ctld stop|start|freeze|thaw: this version's slurmctld only
+  local pid
+  case $1 in
+    stop)
+      if running "$DIR/slurmctld.pid"; then kill -CONT "$(<"$DIR/slurmctld.pid")" 2>/dev/null || true; fi
+      stop_daemon "$DIR/slurmctld.pid" slurmctld ;;
+    start)
+      if running "$DIR/slurmctld.pid"; then
+        pid=$(<"$DIR/slurmctld.pid")
+        if ctld_stopped "$pid"; then kill -CONT "$pid"; say "thawed slurmctld (pid $pid)"; fi
+      else
+        slurmctld
+        say "slurmctld started"
+      fi
+      until_ok 60 "slurmctld to answer scontrol ping" sh -c 'scontrol ping | grep -q UP' ;;
+    freeze)
+      pid=$(ctld_pid)
+      kill -STOP "$pid"
+      say "froze slurmctld (pid $pid): SIGSTOP" ;;
+    thaw)
+      pid=$(ctld_pid)
+      kill -CONT "$pid"
+      say "thawed slurmctld (pid $pid): SIGCONT" ;;
+    *) say "ctld: give stop, start, freeze or thaw, not '$1'"; exit 2 ;;
+  esac
 }
 
 install_packages() {
@@ -706,7 +748,10 @@ main() {
     restore)
       [[ $# -ge 2 ]] || { echo "usage: $0 restore NODE" >&2; exit 2; }
       use_version; do_restore "$2"; exit 0 ;;
-    *) echo "usage: $0 [start|stop|status|lose NODE [kill|freeze]|restore NODE|build [--background]|env]" >&2; exit 2 ;;
+    ctld)
+      [[ $# -ge 2 ]] || { echo "usage: $0 ctld stop|start|freeze|thaw" >&2; exit 2; }
+      use_version; do_ctld "$2"; exit 0 ;;
+    *) echo "usage: $0 [start|stop|status|lose NODE [kill|freeze]|restore NODE|ctld stop|start|freeze|thaw|build [--background]|env]" >&2; exit 2 ;;
   esac
 
   [[ $(id -u) == 0 ]] || { say "must run as root"; exit 1; }
