@@ -334,10 +334,13 @@ class SQLStore(RecordStore):
             params += [before, before]
         if kind is not None:
             # a cause as the event codec writes it: inside a JSON string a quote is
-            # escaped, so text a user or a scheduler wrote cannot look like this
+            # escaped, so text a user or a scheduler wrote cannot look like this. A scalar
+            # subquery, not EXISTS: PostgreSQL would turn EXISTS into a join over every
+            # event, where this looks at the jobs newest first until the page is full
             sql += (
-                " AND EXISTS (SELECT 1 FROM dispatch_events e WHERE e.job_id = j.job_id "
-                "AND (j.outcome IS NULL OR e.type = 'outcome-committed') AND e.body LIKE ?)"
+                " AND (SELECT 1 FROM dispatch_events e WHERE e.job_id = j.job_id "
+                "AND (j.outcome IS NULL OR e.type = 'outcome-committed') AND e.body LIKE ? "
+                "LIMIT 1) IS NOT NULL"
             )
             params.append(f'%"cause":{{"kind":"{kind}"%')
         sql += " ORDER BY created_at DESC, job_id DESC"
