@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from dispatch import BadInput, CauseKind, JobSpec, ObjectView, Phase
 from dispatch.model.spec import ArrayMember
-from dispatch_slurm.backend import SlurmBackend
+from dispatch_slurm.backend import SlurmBackend, _ranges
 from dispatch_slurm.observe import build_objects
 from dispatch_slurm.parse import ParseError, array_tasks, parse_sinfo_nodes, parse_squeue
 from dispatch_slurm.runner import Result, Runner
@@ -81,7 +81,7 @@ def test_a_sweep_is_one_sbatch_array_bounded_by_max_running_each_task_its_member
     ids = SlurmBackend(runner).dispatch_submit_array(GROUP, _members(3), 2)
     assert ids == ["4242_0", "4242_1", "4242_2"]
     ((argv, script),) = runner.sent
-    assert "--array=0,1,2%2" in argv
+    assert "--array=0-2%2" in argv
     assert f"--job-name=dsp.{GROUP}" in argv
     assert f"--comment=dispatch;array={GROUP};submission=1;gate=open" in argv
     assert f"--output={tmp_path}/logs/job-{GROUP}-%a/submission-1/batch.out" in argv
@@ -106,6 +106,12 @@ def test_a_sweep_is_one_sbatch_array_bounded_by_max_running_each_task_its_member
         ["bash", "-c", prologue], env={"SLURM_ARRAY_TASK_ID": "9"}, capture_output=True, text=True
     )
     assert stray.returncode == 1 and "no member" in stray.stderr
+
+
+def test_the_array_names_its_tasks_as_ranges() -> None:
+    assert _ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert _ranges(list(range(1000))) == "0-999"
+    assert _ranges([4]) == "4"
 
 
 def test_members_that_cannot_share_one_array_are_left_to_single_submits(

@@ -432,7 +432,7 @@ class SlurmBackend:
             for word in argv[1:at]
             if not word.startswith(("--job-name=", "--comment=", "--output="))
         ]
-        indices = ",".join(str(m.index) for m in members)
+        indices = _ranges([m.index for m in members])
         bound = f"%{max_running}" if max_running is not None else ""
         output = str(log_dir(group_id + "-ARRAYTASK", 1) / "batch.out").replace("ARRAYTASK", "%a")
         if first.options.get("output"):
@@ -662,6 +662,18 @@ class SlurmBackend:
 def _body(spec: JobSpec) -> str:
     # a script runs under a prelude giving it a command's environment, warning and progress
     return WRAPPER if spec.script is None else script_body(spec.script)  # S-44, S-45, S-47
+
+
+def _ranges(indices: Sequence[int]) -> str:
+    """Array task ids as sbatch takes them, runs of consecutive ids as ranges:
+    ``[0, 1, 2, 5, 7, 8]`` is ``0-2,5,7-8``."""
+    runs: list[list[int]] = []
+    for index in sorted(indices):
+        if runs and index == runs[-1][1] + 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
 
 
 def _check_object_id(object_id: str) -> None:
