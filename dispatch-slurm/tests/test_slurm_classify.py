@@ -184,6 +184,39 @@ CASES = [
         SCH,
         None,
     ),
+    # the sources contradict each other (a scheduler that lies; test_slurm_lies.py)
+    (
+        "job id reused by another job",
+        Answer(source="sacct", state="COMPLETED", reused_by="sacct: JobID=123 JobName=dsp.y"),
+        E,
+        K.UNKNOWN,
+        SCH,
+        None,
+    ),
+    (
+        "squeue waiting, sacct ended",
+        Answer(source="squeue", state="PENDING", reason="Priority", sacct_ended="sacct: COMPLETED"),
+        P,
+        K.UNKNOWN,
+        SCH,
+        None,
+    ),
+    (
+        "squeue running, sacct ended",
+        Answer(source="squeue", state="RUNNING", reason="None", sacct_ended="sacct: FAILED"),
+        R,
+        K.UNKNOWN,
+        SCH,
+        None,
+    ),
+    (
+        "sacct running, squeue does not list it",
+        Answer(source="sacct", state="RUNNING", unlisted=True),
+        R,
+        K.UNKNOWN,
+        SCH,
+        None,
+    ),
     # not seen on this cluster: answers a later Slurm or another site could give
     (
         "unknown pending reason",

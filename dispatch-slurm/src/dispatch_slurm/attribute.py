@@ -19,6 +19,10 @@ jobs costs nothing more):
 The rank is known when a step holds one task: the wrapper names every step
 ``dsp-ranks-<first>-<last>`` (or ``dsp-node-<i>`` under torchrun, where the step is
 the node's torchrun and the rank is torchrun's business).
+
+A job id slurmctld handed out again (its state was wiped) holds the rows of several jobs
+in sacct: :func:`holders` tells them apart by name and tag, and an execution's step rows
+are those of the incarnation that started when it did, never another job's.
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ from dispatch_slurm.classify import user_of
 from dispatch_slurm.parse import (
     NodeEvent,
     ParseError,
+    SacctRow,
     StepRow,
     expand_hostlist,
     parse_events,
     parse_steps,
+    parse_time,
 )
-from dispatch_slurm.tags import job_id_from_name
+from dispatch_slurm.tags import job_id_from_name, parse_comment
 
 #: sacct states of an allocation row whose steps say which node ended it
 STEP_WORTHY = ("FAILED", "OUT_OF_MEMORY", "NODE_FAIL")
@@ -63,6 +69,8 @@ class Queries:
 class Attribution:
     steps: dict[tuple[str, int], list[StepRow]] = field(default_factory=dict)
     events: list[NodeEvent] = field(default_factory=list)
+    #: when each incarnation's job row says it started (None: not started, or unreadable)
+    starts: dict[tuple[str, int], datetime | None] = field(default_factory=dict)
 
 
 def attribution_queries(squeue_text: str, sacct_text: str, wanted: Collection[str]) -> Queries:
@@ -123,6 +131,7 @@ def parse_attribution(steps_text: str, events_text: str) -> Attribution:
         head = line.split("|", 1)[0].strip()
         if head and "." not in head:
             seen[head] = seen.get(head, 0) + 1  # a job row opens an incarnation
+            found.starts[(head, seen[head] - 1)] = _start_of(line)
             continue
         try:
             rows = parse_steps(line)
@@ -137,6 +146,28 @@ def parse_attribution(steps_text: str, events_text: str) -> Attribution:
         except ParseError:
             continue
     return found
+
+
+def _start_of(job_row: str) -> datetime | None:
+    fields = job_row.split("|")
+    try:
+        return parse_time(fields[5], command="sacct", line=job_row) if len(fields) > 5 else None
+    except ParseError:
+        return None
+
+
+def _incarnation(found: Attribution, object_id: str, index: int, started: datetime | None) -> int:
+    """The incarnation in the step answer that is this execution: the one whose job row
+    started when the execution did. ``sacct -j`` lists every job that ever held the id,
+    so after slurmctld handed the id out again the execution's index counts another
+    job's rows too; an incarnation that started at another time is never this one (-1)."""
+    if started is None:
+        return index
+    same = [n for (oid, n), start in found.starts.items() if oid == object_id and start == started]
+    if same:
+        return same[-1]
+    start = found.starts.get((object_id, index))
+    return index if start is None else -1
 
 
 def _step_cause(row: StepRow) -> Cause:
@@ -246,7 +277,7 @@ def attribute(
     """
     if cause is None or cause.kind is CauseKind.NONE or cause.nodes:
         return cause, ()
-    rows = found.steps.get((object_id, incarnation), [])
+    rows = found.steps.get((object_id, _incarnation(found, object_id, incarnation, started)), [])
     steps = _rank_steps(rows)
     per_node = tuple(_step_cause(r) for r in steps)
     if not settled and any(r.state in _UNSETTLED for r in rows if r.step.isdigit()):
@@ -349,7 +380,52 @@ def _lost_by_events(
             continue
         if started is not None and event.started < started:
             continue
-        if ended is not None and event.started > ended + EVENT_GRACE:
+        if ended is not None and event.started > ended and event.started - ended > EVENT_GRACE:
             continue
         lost.append(event.node)
     return tuple(dict.fromkeys(lost))
+
+
+@dataclass(frozen=True)
+class Holders:
+    """The sacct rows of one job id, by the job they belong to (:func:`holders`)."""
+
+    #: the rows of the job that holds the id now
+    current: list[SacctRow]
+    #: the rows of each job that held it before, oldest first
+    earlier: list[list[SacctRow]]
+
+
+def _owner(row: SacctRow) -> tuple[str, int | None]:
+    tag = parse_comment(row.comment)
+    return row.name, tag.submission if tag is not None else None
+
+
+def _same_job(a: tuple[str, int | None], b: tuple[str, int | None]) -> bool:
+    return a[0] == b[0] and (a[1] is None or b[1] is None or a[1] == b[1])
+
+
+def holders(rows: list[SacctRow], now: tuple[str, str] | None = None) -> Holders:
+    """Tell apart the jobs that held one job id (``sacct -D`` lists them in order): a row
+    whose name differs, or whose comment's tag names another submission, is another
+    job's. ``now`` is squeue's ``(name, comment)`` of the job holding the id, when squeue
+    lists it: rows of any other job are earlier holders. A row with no comment (sacct
+    before the job ended, or a site without ``job_comment``) goes with the rows around it
+    of the same name."""
+    runs: list[tuple[tuple[str, int | None], list[SacctRow]]] = []
+    for row in rows:
+        owner = _owner(row)
+        if runs and _same_job(runs[-1][0], owner):
+            known, run = runs[-1]
+            runs[-1] = ((known[0], known[1] if known[1] is not None else owner[1]), run)
+            run.append(row)
+        else:
+            runs.append((owner, [row]))
+    if not runs:
+        return Holders([], [])
+    if now is not None:
+        tag = parse_comment(now[1])
+        holder = (now[0], tag.submission if tag is not None else None)
+        if not _same_job(runs[-1][0], holder):
+            return Holders([], [run for _, run in runs])
+    return Holders(runs[-1][1], [run for _, run in runs[:-1]])

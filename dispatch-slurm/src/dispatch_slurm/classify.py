@@ -7,7 +7,8 @@ agree; another test proves each row on an answer a real Slurm 22.05 printed.
 
 What a row matches:
 
-- ``states``: Slurm state words (``squeue %T`` / ``sacct State`` without ``by N``);
+- ``states``: Slurm state words (``squeue %T`` / ``sacct State`` without ``by N``); none
+  means any state;
 - ``reasons``: reason words; a trailing ``*`` matches a prefix; no reasons means any
   reason; the reason ``""`` is what a sacct answer carries (its Reason is stale for ended
   jobs, so it is never read);
@@ -23,6 +24,13 @@ above 128 (137 -> ``9:0``; 25.11's changelog: "Don't subtract 128 from sacct ret
 codes for the codes above 128"), keeps a stale reason for ended jobs, and is the only one
 to carry ``DerivedExitCode`` settled and ``CANCELLED by <uid>``. squeue wins whenever it
 still lists the job; sacct answers for jobs slurmctld has forgotten.
+
+Where the two contradict each other (a scheduler that lies: squeue shows alive what sacct
+says ended, sacct shows alive what slurmctld no longer lists, a job id slurmctld handed
+out again after its state was wiped), the answer carries what the other source said and
+a row of its own decides: ``unknown`` with both sources' words, alive or waiting, never
+the cause one of them claims. :data:`DISAGREEMENTS` lists every such case, including the
+one that reaches no row (a job neither lists any more).
 
 Long because it is the table: every row, the conditions rows name and the renderer of
 the docs belong together, read top to bottom (as h11's ``_state.py``).
@@ -61,6 +69,14 @@ class Answer:
     cancelled_by: int | None = None
     lost_nodes: str = ""
     raw_state: str = ""
+    #: sacct's words for this very execution when squeue shows it alive or waiting and
+    #: sacct says it ended (see the module docstring)
+    sacct_ended: str = ""
+    #: the answer is sacct's alone: slurmctld (squeue) does not list the job
+    unlisted: bool = False
+    #: the job that holds this job id now, in sacct's or squeue's words, when it is
+    #: another job (the name or the comment's tag differs)
+    reused_by: str = ""
     #: the release whose rules read this answer (see the module docstring)
     version: SlurmVersion = DEFAULT
 
@@ -76,6 +92,12 @@ class Answer:
             parts.append(f"Restarts={self.restarts}")
         if self.lost_nodes:
             parts.append(self.lost_nodes)
+        if self.sacct_ended:
+            parts.append(f"but {self.sacct_ended}")
+        if self.unlisted:
+            parts.append("but squeue does not list it")
+        if self.reused_by:
+            parts.append(f"but its job id now belongs to another job: {self.reused_by}")
         return " ".join(parts)
 
 
@@ -97,6 +119,19 @@ CONDITIONS: Mapping[str, tuple[str, Callable[[Answer], bool]]] = {
     ),
     "exit-code": ("the exit code is non-zero", lambda a: a.exit.code != 0),
     "signal": ("exit is 0:N with N a standard signal (1-31)", _real_signal),
+    "id-reused": (
+        "its job id now belongs to another job (another name, or a comment whose tag "
+        "differs): slurmctld handed the id out again",
+        lambda a: bool(a.reused_by),
+    ),
+    "sacct-ended": (
+        "squeue shows it, and sacct says this same execution (by restart count) ended",
+        lambda a: bool(a.sacct_ended),
+    ),
+    "unlisted": (
+        "sacct alone says so: squeue (slurmctld) does not list the job",
+        lambda a: a.unlisted,
+    ),
 }
 
 
@@ -140,7 +175,7 @@ class Row:
     versions: Versions = ALL
 
     def matches(self, a: Answer) -> bool:
-        if a.state not in self.states:
+        if self.states and a.state not in self.states:
             return False
         if not self.versions.holds(a.version):
             return False
@@ -160,6 +195,8 @@ def _reason_matches(pattern: str, reason: str) -> bool:
 P, H, R, E, G = Phase.PENDING, Phase.HELD, Phase.RUNNING, Phase.ENDED, Phase.GATED
 K = CauseKind
 SCH, APP, ACT = Provenance.SCHEDULER, Provenance.APPLICATION, Provenance.ACTOR
+#: alive, and not yet finishing: what squeue may not show once sacct says it ended
+STARTED = ("RUNNING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING")
 ALIVE = (
     "RUNNING",
     "COMPLETING",
@@ -214,6 +251,50 @@ ORDINARY_WAITS = (
 
 #: THE table. Read top to bottom; the first row that matches decides.
 TABLE: tuple[Row, ...] = (
+    # -- the sources contradict each other (DISAGREEMENTS) ------------------------------
+    Row(
+        (),
+        (),
+        "id-reused",
+        E,
+        K.UNKNOWN,
+        SCH,
+        "its job id was handed out again (slurmctld's state was wiped, or it numbered from "
+        "FirstJobId again): what sacct kept of this job is not believed (a runaway row "
+        "stays RUNNING, sacctmgr's fix writes COMPLETED), and the other job's rows are "
+        "never its executions; unknown with both jobs' words",
+    ),
+    Row(
+        ("PENDING",),
+        (),
+        "sacct-ended",
+        P,
+        K.UNKNOWN,
+        SCH,
+        "squeue shows it waiting while sacct says this execution ended: unknown and "
+        "waiting (the unknown pending window bounds the wait), never sacct's ending",
+    ),
+    Row(
+        STARTED,
+        (),
+        "sacct-ended",
+        R,
+        K.UNKNOWN,
+        SCH,
+        "squeue shows it running while sacct says this execution ended: alive and "
+        "unknown, never sacct's ending; it ends when squeue says so (COMPLETING and later "
+        "are an ending on its way, not a contradiction)",
+    ),
+    Row(
+        ("PENDING", *STARTED),
+        (),
+        "unlisted",
+        R,
+        K.UNKNOWN,
+        SCH,
+        "sacct says it waits or runs and slurmctld does not list it (a runaway row of a "
+        "job slurmctld lost): alive and unknown, so no second execution starts beside it",
+    ),
     # -- waiting ------------------------------------------------------------------------
     Row(
         ("PENDING",),
@@ -505,6 +586,61 @@ TABLE: tuple[Row, ...] = (
 
 
 @dataclass(frozen=True)
+class Disagreement:
+    """One way Slurm's two sources contradict each other, and what the adapter does."""
+
+    case: str
+    when: str | None  # the condition of the rows that decide it; None: no answer at all
+    does: str
+    test: str
+
+
+#: Every contradiction between squeue, sacct and the job's own tag the adapter knows
+#: (a scheduler that lies), each proven offline by the test it names
+#: (``tests/test_slurm_lies.py``: Slurm's outputs fed to the real runner).
+DISAGREEMENTS: tuple[Disagreement, ...] = (
+    Disagreement(
+        "sacct misses a job squeue showed a tick ago (slurmctld forgot it before slurmdbd "
+        "recorded it)",
+        None,
+        "nothing to classify: the object is left out of the discovery; the core keeps the "
+        "job as it was for the node-loss window (10 min), then ends it `unknown` (not "
+        "listed by the backend) and the rule on unknown (hold or escalate) applies",
+        "test_sacct_missing_a_job_squeue_just_showed_waits_then_is_unknown_S4",
+    ),
+    Disagreement(
+        "squeue shows it running or waiting, sacct says this execution ended",
+        "sacct-ended",
+        "`unknown` with both answers' words, alive (running) or waiting (pending): never "
+        "sacct's ending; squeue's own ending is read when it comes",
+        "test_squeue_showing_a_job_sacct_says_ended_is_unknown_never_sacct_s_cause_S4",
+    ),
+    Disagreement(
+        "sacct says it runs or waits, squeue does not list it (a runaway row)",
+        "unlisted",
+        "`unknown`, alive: no second execution starts beside it, and no cause is guessed",
+        "test_sacct_running_job_squeue_does_not_list_is_alive_unknown_S4",
+    ),
+    Disagreement(
+        "the job id was handed out again after slurmctld's state was wiped: rows of "
+        "another job (another name, or a tag naming another submission) under the same id",
+        "id-reused",
+        "the earlier job ends `unknown` with the later job's words; the later job is read "
+        "from its own rows only (never the earlier job's executions), and its step rows "
+        "are those of the incarnation that started when its execution did",
+        "test_reused_job_id_is_unknown_never_the_other_job_s_cause_S4",
+    ),
+    Disagreement(
+        "squeue's restart count is ahead of sacct's rows (sacct lags 1-10 s)",
+        None,
+        "the executions sacct has not recorded are left out, never guessed; the next "
+        "discovery adds them",
+        "test_sacct_lagging_squeue_s_requeue_leaves_the_execution_out_S4",
+    ),
+)
+
+
+@dataclass(frozen=True)
 class Verdict:
     phase: Phase
     cause: Cause | None
@@ -576,5 +712,20 @@ def render_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_disagreements() -> str:
+    """:data:`DISAGREEMENTS` as Markdown, for docs/mapping.md."""
+    lines = [
+        "| when Slurm's answers disagree | rows | what dispatch reports | test |",
+        "|---|---|---|---|",
+    ]
+    for d in DISAGREEMENTS:
+        rows = ", ".join(str(i) for i, row in enumerate(TABLE) if d.when and row.when == d.when)
+        lines.append(f"| {d.case} | {rows or 'none'} | {d.does} | `{d.test}` |")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
-    print(render_markdown(), end="")
+    import sys
+
+    disagreements = sys.argv[1:] == ["disagreements"]
+    print((render_disagreements if disagreements else render_markdown)(), end="")

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from dispatch import Cause, CauseKind, Execution, ObjectView, Phase, Provenance
 from dispatch.sweep import member_id
 
-from dispatch_slurm.attribute import Attribution, attribute, parse_attribution
-from dispatch_slurm.classify import ALIVE, Answer, classify
+from dispatch_slurm.attribute import Attribution, Holders, attribute, holders, parse_attribution
+from dispatch_slurm.classify import ALIVE, STARTED, TABLE, Answer, classify
 from dispatch_slurm.parse import (
     NodeRow,
     ParseError,
@@ -47,6 +48,8 @@ from dispatch_slurm.version import DEFAULT, SlurmVersion, rules_for
 
 #: one list of the states a job is alive in: the classification table's (classify._ALIVE)
 ALIVE_STATES = frozenset(ALIVE)
+#: the states the classification table reads as an ending
+_ENDED_STATES = frozenset(st for row in TABLE if row.phase is Phase.ENDED for st in row.states)
 _LAUNCH_HELD = "launch failed requeued held"
 
 
@@ -204,7 +207,16 @@ def build_objects(
         tag = tags.get(object_id)
         if object_id in unparsable and object_id not in current:
             continue  # already reported unknown, verbatim
-        if tag is None:
+        sq = current.get(object_id)
+        held = holders(history.get(object_id, []), (sq.name, sq.comment) if sq else None)
+        if held.earlier:
+            # the id was handed out again: each job keeps its own rows (classify's
+            # id-reused row); the one holding it now is read from its rows alone
+            objects += _reused(object_id, held, sq, wanted, nodes, at, rules)
+            history[object_id] = held.current
+            if sq is None:
+                tag = _first_tag(held.current, wanted)
+        if tag is None or (sq is None and not history.get(object_id)):
             continue  # forgotten by slurmctld and sacct has no comment: see module docstring
         try:
             objects.append(
@@ -238,6 +250,40 @@ def build_objects(
     return objects
 
 
+def _first_tag(rows: list[SacctRow], wanted: Collection[str]) -> Tag | None:
+    return next((t for r in rows if (t := _tag_for(r.name, r.comment, wanted))), None)
+
+
+def _reused(
+    object_id: str,
+    held: Holders,
+    sq: SqueueRow | None,
+    wanted: Collection[str],
+    nodes: dict[str, NodeRow] | None,
+    at: datetime,
+    rules: SlurmVersion,
+) -> list[ObjectView]:
+    """The objects of the jobs that held ``object_id`` before the job holding it now,
+    each ended ``unknown`` with the words of the job that came after it; a job whose rows
+    carry no tag has no submission to be reported under and is left out (the core then
+    waits its missing window)."""
+    views = []
+    for i, run in enumerate(held.earlier):
+        tag = _first_tag(run, wanted)
+        if tag is None:
+            continue
+        after = [*held.earlier[i + 1 :], held.current]
+        later = next((r[0] for r in after if r), None)
+        if later is not None:
+            words = f"sacct: JobID={later.job_id} JobName={later.name} Comment={later.comment}"
+        elif sq is not None:
+            words = f"squeue: JobID={sq.job_id} Name={sq.name} Comment={sq.comment}"
+        else:
+            continue
+        views.append(_object(object_id, tag, None, run, nodes, Attribution(), at, rules, words))
+    return views
+
+
 def _numeric(object_id: str) -> tuple[int, str]:
     head = object_id.split("_")[0].split("+")[0]
     numeric = head.isascii() and head.isdigit() and len(head) <= 18
@@ -253,6 +299,7 @@ def _object(
     found: Attribution,
     at: datetime,
     rules: SlurmVersion = DEFAULT,
+    reused_by: str = "",
 ) -> ObjectView:
     # sacct -D lists incarnations in order: the first ``restarts`` ended in a requeue, the
     # next (if sacct has written it yet) is the current one
@@ -277,18 +324,32 @@ def _object(
             ),
             lost_nodes=_lost_words(lost),
             version=rules,
+            sacct_ended=(
+                _history_answer(last, rules).words()
+                if last is not None
+                and last.state in _ENDED_STATES
+                and sq.state in ("PENDING", *STARTED)
+                else ""
+            ),
         )
         ended_at, started_at, ran_on = sq.ended, sq.started, sq.nodes
         submitted = sq.submitted
         restarts = sq.restarts
     else:
         assert last is not None  # an object comes from squeue or from at least one sacct row
-        answer = _history_answer(last, rules)
+        answer = replace(
+            _history_answer(last, rules),
+            unlisted=last.state in ("PENDING", *STARTED),
+            reused_by=reused_by,
+        )
         ended_at, started_at, ran_on = last.ended, last.started, last.nodes
         submitted = last.submitted
         restarts = len(earlier)
         lost = []
-    verdict = classify(answer, at=ended_at if answer.state not in ALIVE_STATES else None)
+    verdict = classify(
+        answer,
+        at=ended_at if answer.state not in ALIVE_STATES else (at if reused_by else None),
+    )
     cause = verdict.cause
     if cause is not None and lost and cause.kind is CauseKind.NODE_LOST:
         cause = cause.model_copy(update={"nodes": tuple(n.name for n in lost)})
