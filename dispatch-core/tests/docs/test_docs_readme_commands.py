@@ -182,3 +182,14 @@ def test_a_bad_job_file_is_refused_as_the_docs_say(sh: Shell) -> None:
         else:
             assert printed == said
         assert not sh.db.exists() or sh.recorded() == []  # nothing recorded
+
+
+def test_a_bad_policy_is_refused_as_the_docs_say(sh: Shell) -> None:
+    """docs/policy.md's refusal of an unknown cause, by ``dispatch plan`` (which prefixes
+    every error with ``dispatch:``); the list the page shortens is compared up to ``...``."""
+    page = ROOT / "dispatch-core" / "docs" / "policy.md"
+    (said,) = [lines[0] for _, lines in blocks(page) if lines and lines[0].startswith("p.toml:")]
+    (sh.home / "p.toml").write_text('[[rule]]\non = ["martian"]\naction = "hold"\n')
+    refused = sh.run("plan", "--policy", "p.toml")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().startswith("dispatch: " + said.removesuffix("...)")), said
