@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -44,6 +45,9 @@ def main() -> int:
         ["sinfo", "--version"], capture_output=True, text=True, timeout=60, check=False
     ).stdout.strip()
     plan = Plan(jobs=args.jobs, flaps=args.flaps, span=args.span, down=args.down, seed=args.seed)
+    # a stop ends the campaign as Ctrl-C does: the controller is started or thawed again
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     campaign = Campaign(plan, say=lambda text: print(text, file=sys.stderr, flush=True))
     started = time.monotonic()
     try:
