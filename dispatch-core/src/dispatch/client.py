@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from dispatch.core.policy import Plan, RecoveryPolicy
     from dispatch.core.status import Status
     from dispatch.functions import FunctionHandle, FunctionSweep
+    from dispatch.job_records import RecordClock
     from dispatch.model.events import Identity
     from dispatch.model.prepared import Prepared
     from dispatch.model.spec import JobSpec, Resources
@@ -239,6 +240,7 @@ class Client:
         self.defaults = defaults
         self.notifier = notifier
         self._identity: Identity | None = None
+        self._record_clock: RecordClock | None = None
 
     @classmethod
     def from_config(
@@ -997,7 +999,19 @@ class Client:
         from dispatch.supervisor import Supervisor
 
         options.setdefault("notifier", self.notifier)
+        options.setdefault("clock", self.record_clock)
         return Supervisor(self.store, self.registry, jobs=jobs, **options)
+
+    @property
+    def record_clock(self) -> RecordClock:
+        """The clock every supervisor of this client acts by: the record's
+        (:class:`dispatch.job_records.RecordClock`), so hosts whose clocks disagree share
+        leases fairly."""
+        if self._record_clock is None:
+            from dispatch.job_records import RecordClock
+
+            self._record_clock = RecordClock(self.store)
+        return self._record_clock
 
     def supervise(
         self,
@@ -1019,7 +1033,7 @@ class Client:
         seconds = units.seconds(lease, "lease")
         from dispatch.store.snapshot import snapshot_path
 
-        beat = Heartbeat(self.store, interval=interval, lease=seconds)
+        beat = Heartbeat(self.store, interval=interval, lease=seconds, clock=self.record_clock)
         supervisor = self.supervisor(
             lease_ttl=timedelta(seconds=seconds),
             heartbeat=beat,

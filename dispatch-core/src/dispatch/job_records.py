@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from dispatch.backends import Registry
 from dispatch.core.folding import fold
@@ -28,8 +28,68 @@ from dispatch.model.supervision import Supervision
 from dispatch.store.base import RecordStore, VersionConflict
 
 
+def _clock_skew() -> timedelta:
+    """``DISPATCH_TEST_CLOCK_SKEW``: seconds (negative: behind) this process's clock runs
+    off the machine's, as on a host whose clock is wrong. Only tests set it, to run the
+    supervisors of skewed hosts on one machine; a value that is not a number of seconds
+    within a day is ignored."""
+    try:
+        seconds = float(os.environ.get("DISPATCH_TEST_CLOCK_SKEW", "0") or "0")
+    except ValueError:
+        return timedelta(0)
+    return timedelta(seconds=seconds) if abs(seconds) <= 86_400 else timedelta(0)
+
+
+_SKEW = _clock_skew()
+
+
 def utc_now() -> datetime:
-    return datetime.now(UTC)
+    """Now, in UTC, by this host's clock."""
+    now = datetime.now(UTC)
+    return now + _SKEW if _SKEW else now
+
+
+class RecordClock:
+    """Now by the record's clock: this host's clock plus the record's offset from it
+    (:meth:`RecordStore.clock_offset`), measured at the first call and again every
+    ``every``. A supervisor acts by it, so supervisors on hosts whose clocks disagree
+    (by seconds or minutes) time their leases alike: a host whose clock runs ahead never
+    sees a live lease of another host as expired, nor one running behind its own as live
+    too long (S-35, S-49). For a record of one machine (SQLite) it is this host's clock.
+    A record that cannot be read keeps the last offset."""
+
+    def __init__(
+        self,
+        store: RecordStore,
+        base: Callable[[], datetime] = utc_now,
+        every: timedelta = timedelta(seconds=60),
+    ) -> None:
+        self.store = store
+        self.base = base
+        self.every = every
+        self.offset = timedelta(0)
+        self._measured: datetime | None = None
+
+    def __call__(self) -> datetime:
+        now = self.base()
+        measured = self._measured
+        if measured is None or not timedelta(0) <= now - measured < self.every:
+            self._measure()
+            now = self.base()
+        return now + self.offset
+
+    def _measure(self) -> None:
+        from dispatch.model.errors import DispatchError
+
+        before = self.base()
+        try:
+            offset = self.store.clock_offset(before)
+        except DispatchError:
+            return  # the next call tries again; until then the last offset holds
+        after = self.base()
+        # the database read its clock between before and after: take the middle
+        self.offset = offset - (after - before) / 2
+        self._measured = after
 
 
 def identity_of(store: RecordStore) -> Identity:

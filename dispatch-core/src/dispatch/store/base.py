@@ -484,6 +484,13 @@ class RecordStore(abc.ABC):
         uid of whoever appends a person's request (``dispatch.model.events.Identity``)."""
         return None
 
+    def clock_offset(self, now: datetime) -> timedelta:
+        """How far the record's own clock is ahead of ``now``: zero for a record of one
+        machine (SQLite), the database server's clock otherwise (PostgreSQL), so processes
+        on hosts whose clocks disagree can time leases by one clock
+        (:class:`dispatch.job_records.RecordClock`)."""
+        return timedelta(0)
+
     def job_owners(self, job_ids: Iterable[str]) -> dict[str, str]:
         """The database role that created each of ``job_ids`` (set by the database, not by
         what the role wrote), where the store has roles; jobs it does not know (or cannot

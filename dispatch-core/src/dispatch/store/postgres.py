@@ -235,6 +235,7 @@ DIALECT = Dialect(
     for_share=" FOR SHARE",
     for_update=" FOR UPDATE",
     owner_column="owner_role",
+    database_now="clock_timestamp()",
 )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from dispatch.model.enums import State
@@ -79,6 +79,9 @@ class Dialect:
     for_update: str
     #: The jobs table's column naming the job's owning role, or ``NULL`` where there is none.
     owner_column: str = "NULL"
+    #: The database's own clock, where hosts with clocks of their own share the record
+    #: (``clock_offset``); empty where the record is one machine's.
+    database_now: str = ""
 
     def sql(self, text: str) -> str:
         return text if self.placeholder == "?" else text.replace("?", self.placeholder)
@@ -442,6 +445,14 @@ class SQLStore(RecordStore):
 
         return self._transaction("acquire leases", body)
 
+    def clock_offset(self, now: datetime) -> timedelta:
+        """How far the database's clock is ahead of ``now`` (zero where the dialect has no
+        clock of its own: one machine's record)."""
+        if not self.dialect.database_now:
+            return timedelta(0)
+        ((database_now,),) = self._query("read the clock", f"SELECT {self.dialect.database_now}")
+        return _database_time(database_now) - now
+
     def release_leases(self, job_ids: Iterable[str], owner: str) -> None:
         ids = check_job_ids(job_ids, "release_leases")
         if not ids:
@@ -590,3 +601,9 @@ def _quarantined_summary(
         quarantined=Quarantined(job_id=job_id, seq=None, field=field, message=str(error)),
         owner=owner,
     )
+
+
+def _database_time(value: Any) -> datetime:
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise DecodeError(f"the database's clock said {value!r}, not a time with a zone")
+    return value
