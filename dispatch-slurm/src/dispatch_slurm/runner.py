@@ -8,6 +8,8 @@ What counts as unreachable was measured on Slurm 22.05 (see the package README):
   ``Unable to contact slurm controller (connect failure)``; ``scancel`` exits 8 with it;
 - slurmdbd down: ``sacct`` exits 1 at once with ``Connection refused`` /
   ``Problem talking to the database``;
+- slurmctld stopped in the middle of a call: ``Connection reset by peer`` (srun said it
+  on 24.11.7); a submit so cut off may have made the job, which is found by its tag;
 - a command that outlives its timeout, or is not installed on this host.
 """
 
@@ -28,6 +30,7 @@ UNREACHABLE_MARKERS = (
     "Problem talking to the database",
     "slurm_persist_conn_open",
     "Connection refused",
+    "Connection reset by peer",
     "Zero Bytes were transmitted or received",
     "Communication connection failure",
     "Slurm backup controller in standby mode",
