@@ -138,9 +138,7 @@ def _run(
 
     def report_tick(report: TickReport) -> None:
         if ticks is not None:
-            from dispatch.job_records import utc_now
-
-            ticks.observe(report, utc_now())
+            ticks.observe(report, c.client.record_clock())  # the clock the tick was timed by
         unreachable[:] = sorted(report.unreachable)
         if held is not None and not _eventful(report):
             return  # a detached supervisor's log keeps what happened, not every quiet tick
