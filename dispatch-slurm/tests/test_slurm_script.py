@@ -210,3 +210,25 @@ def test_the_batch_output_growing_moves_the_heartbeat_S47(
     eventually(follows, timeout=60, what="the heartbeat following the output again")
     batch.stop()
     assert batch.wait() == 0
+
+
+def test_a_command_task_keeps_the_wrappers_own_variable_to_itself_S44(tmp_path: Path) -> None:
+    """Each task's shell of the launch wrapper notes a failing status in the file the
+    wrapper names in DISPATCH_EXITS, and the command does not see that variable: a command
+    and a script see the same DISPATCH_* variables."""
+    task = WRAPPER.split("\ntask='", 1)[1].split("'\npids=()", 1)[0]
+    exits, seen = tmp_path / "exits.0", tmp_path / "seen"
+    env = {
+        "PATH": os.environ["PATH"],
+        "NODE_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+        "SLURM_LOCALID": "1",
+        "DISPATCH_EXITS": str(exits),
+    }
+    command = f'echo "RANK=$RANK exits=${{DISPATCH_EXITS-unset}}" > {seen}; exit 3'
+    done = subprocess.run(
+        ["/bin/sh", "-c", task, "dispatch-task", "sh", "-c", command], env=env, timeout=60
+    )
+    assert done.returncode == 3
+    assert seen.read_text() == "RANK=3 exits=unset\n"
+    assert exits.read_text() == "3 3\n"

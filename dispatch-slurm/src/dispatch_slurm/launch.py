@@ -108,8 +108,7 @@ echo "execution=$DISPATCH_EXECUTION nodes=${nodes[*]} tasks_per_node=$LOCAL_WORL
 echo "dispatch: execution $DISPATCH_EXECUTION on ${nodes[*]}," \
   "master $MASTER_ADDR:$MASTER_PORT, launcher $launcher"
 cpus=$((LOCAL_WORLD_SIZE * ${SLURM_CPUS_PER_TASK:-1}))
-exits="$logdir/exits.$DISPATCH_EXECUTION"
-export DISPATCH_EXITS=$exits
+exits="$logdir/exits.$DISPATCH_EXECUTION"  # a failing task notes its status here
 if [[ -n ${DISPATCH_HEARTBEAT:-} ]]; then  # the ranks' output growing is progress (S-47)
   (while kill -0 $$ 2>/dev/null && sleep 5; do
     newest=$(ls -t "$logdir"/*.*.out "$logdir"/*.*.err 2>/dev/null | head -n 1)
@@ -121,12 +120,34 @@ if [[ -n ${DISPATCH_HEARTBEAT:-} ]]; then  # the ranks' output growing is progre
   disown "$watcher"  # never one of the steps wait -n counts
   trap 'kill "$watcher" 2>/dev/null' EXIT
 fi
+# srun again, after a pause, while its own words say it could not reach the controller
+# for the allocation or the step (slurmctld restarting or frozen): no task ran then, so
+# the step still starts once; its words go to the batch output when it ends
+unreached='(Unable to confirm allocation|Unable to create step) for job [0-9]+: '
+unreached+='(Unable to contact slurm controller|Socket timed out|Connection reset by peer|'
+unreached+='Connection refused|Zero Bytes were transmitted|Communication connection failure)'
+step() {
+  local said rc since=$SECONDS
+  said=$(mktemp "${TMPDIR:-/tmp}/dispatch-srun.XXXXXX") || { "$@"; return; }
+  while :; do
+    "$@" 2>"$said"
+    rc=$?
+    cat "$said" >&2
+    if ((rc == 0 || SECONDS - since > 600)) || ! grep -Eq "$unreached" "$said"; then break; fi
+    echo "dispatch: srun could not reach the controller to start the step: again in 5 s" >&2
+    sleep 5
+  done
+  rm -f "$said"
+  return "$rc"
+}
 # each task: the contract, then the command as a child whose failing status is noted;
 # signals are handled (not ignored) here, so the command keeps their default dispositions,
 # and passed on to it once it runs: a signal Slurm sends to this shell only (scancel
 # --signal, a preemption SIGTERM) still reaches the command, which may checkpoint on it
 task='RANK=$((NODE_RANK * LOCAL_WORLD_SIZE + SLURM_LOCALID)) LOCAL_RANK=$SLURM_LOCALID
 export RANK LOCAL_RANK
+exits=$DISPATCH_EXITS  # where a failing status is noted: not for the command to see
+unset DISPATCH_EXITS
 trap : HUP INT TERM USR1 USR2
 "$@" &
 child=$!
@@ -136,7 +157,7 @@ for sig in HUP INT TERM USR1 USR2 ${DISPATCH_WARN_SIGNAL:-}; do
 done
 # a trap interrupts wait (status > 128): wait again for the command own status
 while :; do trapped=0; wait "$child"; rc=$?; [ "$trapped" = 1 ] && [ "$rc" -gt 128 ] || break; done
-if [ "$rc" -ne 0 ]; then echo "$RANK $rc" >>"$DISPATCH_EXITS"; fi
+if [ "$rc" -ne 0 ]; then echo "$RANK $rc" >>"$exits"; fi
 exit "$rc"'
 pids=()
 for i in "${!nodes[@]}"; do
@@ -148,10 +169,10 @@ for i in "${!nodes[@]}"; do
   if [[ $launcher == torchrun ]]; then
     PET_NNODES=$NNODES PET_NPROC_PER_NODE=$LOCAL_WORLD_SIZE PET_NODE_RANK=$i \
     PET_MASTER_ADDR=$MASTER_ADDR PET_MASTER_PORT=$MASTER_PORT NODE_RANK=$i \
-      srun "${common[@]}" --job-name="dsp-node-$i" --ntasks=1 --cpus-per-task=$cpus "$@" &
+      step srun "${common[@]}" --job-name="dsp-node-$i" --ntasks=1 --cpus-per-task=$cpus "$@" &
   else
     first=$((i * LOCAL_WORLD_SIZE))
-    NODE_RANK=$i srun "${common[@]}" --ntasks="$LOCAL_WORLD_SIZE" \
+    DISPATCH_EXITS=$exits NODE_RANK=$i step srun "${common[@]}" --ntasks="$LOCAL_WORLD_SIZE" \
       --job-name="dsp-ranks-$first-$((first + LOCAL_WORLD_SIZE - 1))" \
       /bin/sh -c "$task" dispatch-task "$@" &
   fi
