@@ -182,8 +182,8 @@ def _list(
             if limit is not None and len(listing.rows) >= limit:
                 listing.more = True  # jobs are left that may match: not read
                 return listing
-            # fold no more jobs than the rows still wanted
-            step = len(page) if limit is None else max(limit - len(listing.rows), 1)
+            # fold no more jobs than the rows still wanted (a page at a time without a limit)
+            step = PAGE if limit is None else max(limit - len(listing.rows), 1)
             for row in _rows(store, registry, page[start : start + step], now, listing):
                 if (live and row.state != state) or (kind is not None and row.cause != kind.value):
                     continue
