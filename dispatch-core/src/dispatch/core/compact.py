@@ -158,12 +158,12 @@ class _Unpacker:
     ) -> Any:
         if packed is None:
             return None
-        values = dict(zip(names, packed, strict=True))
+        values = dict(zip(names, packed, strict=False))
         values[names[cause_at]] = self.cause(packed[cause_at])
         return build(cls, values)
 
     def submission(self, packed: Packed) -> Submission:
-        values = dict(zip(_SUBMISSION, packed, strict=True))
+        values = dict(zip(_SUBMISSION, packed, strict=False))
         values["failed"] = self.cause(packed[_S_FAILED])
         values["ended_by"] = self.cause(packed[_S_ENDED_BY])
         stopped = packed[_S_STOPPED]
@@ -175,7 +175,7 @@ class _Unpacker:
 def unpack(packed: Packed) -> Job:
     """The ``Job`` that ``pack`` was given (equal to it, not the same object)."""
     u = _Unpacker()
-    values = dict(zip(_JOB, packed, strict=True))
+    values = dict(zip(_JOB, packed, strict=False))
     values["submissions"] = tuple([u.submission(s) for s in packed[SUBMISSIONS]])
     values["history"] = tuple(
         [u.model(Transition, _TRANSITION, t, _T_CAUSE) for t in packed[_HISTORY]]

@@ -146,9 +146,11 @@ class _Scratch:
 
 
 #: Transitions already built, by value: jobs of one sweep recovered in one tick share
-#: them (frozen, so sharing is safe); bounded like the codec's caches.
+#: them (frozen, so sharing is safe). Bounded lower than the codec's caches: each entry
+#: keeps its transition and cause alive, and a supervisor holds its jobs packed
+#: (:mod:`dispatch.core.compact`), so what the cache still buys there is the build saved.
 _TRANSITIONS: dict[tuple[Any, ...], Transition] = {}
-_LIMIT = 50_000
+_LIMIT = 10_000
 
 
 def forget() -> None:
