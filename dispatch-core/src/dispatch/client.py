@@ -1060,8 +1060,10 @@ class Client:
             return supervisor.run(interval=interval, stop=stop, on_tick=after_tick)
         finally:
             supervisor.release()
-            if not once:
-                beat.stopped()
+            # a single tick (`supervise --once`, e.g. from cron) stops too: left unrecorded,
+            # status would name a process that has exited as the job's supervisor until
+            # its lease ran out
+            beat.stopped()
 
     def request(self, job_id: str, make: Callable[[Job], list[Any]], done: str) -> Status:
         """Append what a person asked, then run one supervisor tick on the job so it

@@ -68,3 +68,17 @@ def test_an_ended_job_says_nothing_about_supervisors(client: Client) -> None:
     assert final.state.value == "succeeded"
     assert client.status(job.job_id).supervisor is None
     assert client.status(job.job_id, record=False, backend="local").supervisor is None
+
+
+def test_a_single_tick_records_its_stop_so_nobody_is_named_after_it_exits(
+    client: Client,
+) -> None:
+    """``supervise --once`` (cron's way) beats and then records its stop: status does not
+    name the exited process as the job's supervisor for the rest of its lease."""
+    job = client.submit(["sleep", "300"], start=False)
+    client.supervise(once=True)
+    (beat,) = client.store.beats()
+    assert beat.stopped_at is not None, "a single tick left its beat running"
+    after = client.status(job.job_id).supervisor
+    assert after is not None and not after.watched, after
+    assert not after.message.startswith("supervised by"), after.message
