@@ -62,24 +62,35 @@ kube_log=$(mktemp /tmp/dispatch-kube-live.XXXXXX.log)
     .venv/bin/dispatch-conformance kubeflow --live -q
 ) >"$kube_log" 2>&1 &
 kube_pid=$!
-# The other Slurm releases: each its own 4-node cluster beside the 22.05 one (own ports,
-# state and job ids), one after the other, each running dispatch-slurm's live tests and
-# the live kit; output kept in a log like the Kubeflow tier's.
-matrix_log=$(mktemp /tmp/dispatch-slurm-matrix.XXXXXX.log)
-PYTHON=.venv/bin/python bash dispatch-slurm/scripts/slurm-matrix.sh $SLURM_MATRIX \
-    >"$matrix_log" 2>&1 &
-matrix_pid=$!
+# The other Slurm releases, side by side: each its own 4-node cluster beside the 22.05 one
+# (own ports, state and job ids), running the live kit and the live tests of what changed
+# between releases (the endings, multi-node endings and lost nodes, the warning, scripts,
+# arrays); every live test runs on each release in `tox -e slurm-matrix`. Output is kept in
+# a log per release, like the Kubeflow tier's.
+matrix_tests="test_slurm_live_endings.py test_slurm_live_multinode.py test_slurm_live_node.py
+    test_slurm_live_warning.py test_slurm_live_script.py test_slurm_live_arrays.py"
+matrix_pids=()
+matrix_logs=()
+for version in $SLURM_MATRIX; do
+    log=$(mktemp "/tmp/dispatch-slurm-$version.XXXXXX.log")
+    PYTHON=.venv/bin/python MATRIX_TESTS=$matrix_tests \
+        bash dispatch-slurm/scripts/slurm-matrix.sh "$version" >"$log" 2>&1 &
+    matrix_pids+=($!)
+    matrix_logs+=("$log")
+done
 say "the conformance kit's live tier against the real Slurm 22.05 (issue 5)"
 slurm_rc=0
 .venv/bin/dispatch-conformance slurm --live -q || slurm_rc=$?
 kube_rc=0
 wait "$kube_pid" || kube_rc=$?
 matrix_rc=0
-wait "$matrix_pid" || matrix_rc=$?
+for pid in "${matrix_pids[@]}"; do wait "$pid" || matrix_rc=1; done
 say "Kubeflow live tier output:"
 cat "$kube_log"
-say "Slurm $SLURM_MATRIX live tier output:"
-cat "$matrix_log"
+for log in "${matrix_logs[@]}"; do
+    say "Slurm live tier output ($log):"
+    cat "$log"
+done
 say "live Slurm 22.05 kit: exit $slurm_rc; live Kubeflow tier: exit $kube_rc;" \
     "live Slurm $SLURM_MATRIX: exit $matrix_rc"
 [ "$slurm_rc" = 0 ] && [ "$kube_rc" = 0 ] && [ "$matrix_rc" = 0 ]

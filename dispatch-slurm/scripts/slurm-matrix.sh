@@ -10,7 +10,9 @@
 # result line per release and exits non-zero when any release failed.
 #
 # Environment: PYTHON (default: python, e.g. tox's), CONFORMANCE (default:
-# dispatch-conformance beside PYTHON), MATRIX_PYTEST_ARGS (more pytest arguments).
+# dispatch-conformance beside PYTHON), MATRIX_TESTS (the live test files or node ids to
+# run, relative to dispatch-slurm/tests; default: all of them), MATRIX_PYTEST_ARGS (more
+# pytest arguments).
 set -uo pipefail
 
 HERE=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
@@ -51,7 +53,9 @@ for version in "${VERSIONS[@]}"; do
     eval "$(SLURM_VERSION=$version bash "$START" env)"
     rc=0
     # shellcheck disable=SC2086
-    "$PYTHON" -m pytest -q -p no:cacheprovider -m "live(server='slurm')" "$ROOT/dispatch-slurm/tests" \
+    tests=()
+    for t in ${MATRIX_TESTS:-.}; do tests+=("$ROOT/dispatch-slurm/tests/$t"); done
+    "$PYTHON" -m pytest -q -p no:cacheprovider -m "live(server='slurm')" "${tests[@]}" \
       ${MATRIX_PYTEST_ARGS:-} || rc=1
     "$CONFORMANCE" slurm --live -q || rc=$((rc + 2))
     exit $rc
