@@ -120,6 +120,26 @@ if [[ -n ${DISPATCH_HEARTBEAT:-} ]]; then  # the ranks' output growing is progre
   disown "$watcher"  # never one of the steps wait -n counts
   trap 'kill "$watcher" 2>/dev/null' EXIT
 fi
+# srun again, after a pause, while its own words say it could not reach the controller
+# for the allocation or the step (slurmctld restarting or frozen): no task ran then, so
+# the step still starts once; its words go to the batch output when it ends
+unreached='(Unable to confirm allocation|Unable to create step) for job [0-9]+: '
+unreached+='(Unable to contact slurm controller|Socket timed out|Connection reset by peer|'
+unreached+='Connection refused|Zero Bytes were transmitted|Communication connection failure)'
+step() {
+  local said rc since=$SECONDS
+  said=$(mktemp "${TMPDIR:-/tmp}/dispatch-srun.XXXXXX") || { "$@"; return; }
+  while :; do
+    "$@" 2>"$said"
+    rc=$?
+    cat "$said" >&2
+    if ((rc == 0 || SECONDS - since > 600)) || ! grep -Eq "$unreached" "$said"; then break; fi
+    echo "dispatch: srun could not reach the controller to start the step: again in 5 s" >&2
+    sleep 5
+  done
+  rm -f "$said"
+  return "$rc"
+}
 # each task: the contract, then the command as a child whose failing status is noted;
 # signals are handled (not ignored) here, so the command keeps their default dispositions,
 # and passed on to it once it runs: a signal Slurm sends to this shell only (scancel
@@ -149,10 +169,10 @@ for i in "${!nodes[@]}"; do
   if [[ $launcher == torchrun ]]; then
     PET_NNODES=$NNODES PET_NPROC_PER_NODE=$LOCAL_WORLD_SIZE PET_NODE_RANK=$i \
     PET_MASTER_ADDR=$MASTER_ADDR PET_MASTER_PORT=$MASTER_PORT NODE_RANK=$i \
-      srun "${common[@]}" --job-name="dsp-node-$i" --ntasks=1 --cpus-per-task=$cpus "$@" &
+      step srun "${common[@]}" --job-name="dsp-node-$i" --ntasks=1 --cpus-per-task=$cpus "$@" &
   else
     first=$((i * LOCAL_WORLD_SIZE))
-    DISPATCH_EXITS=$exits NODE_RANK=$i srun "${common[@]}" --ntasks="$LOCAL_WORLD_SIZE" \
+    DISPATCH_EXITS=$exits NODE_RANK=$i step srun "${common[@]}" --ntasks="$LOCAL_WORLD_SIZE" \
       --job-name="dsp-ranks-$first-$((first + LOCAL_WORLD_SIZE - 1))" \
       /bin/sh -c "$task" dispatch-task "$@" &
   fi
