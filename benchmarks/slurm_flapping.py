@@ -13,7 +13,9 @@ Prints a table (tried, survived, broke) and the worst tick of the supervisor whi
 controller was frozen, stopped and up (wall from the tick's start to its report; CPU of
 the supervisor and its Slurm commands). Exit 1 when anything broke.
 
-Runs on the cluster the shell points at, e.g. Slurm 24.11.7:
+Runs on the cluster the shell points at (its start script is run first: idempotent, it
+resumes nodes an earlier run left drained; a step that cannot end while the controller is
+away drains its node with "Kill task failed"), e.g. Slurm 24.11.7:
 
     SLURM_VERSION=24.11.7 bash dispatch-slurm/scripts/start-slurm.sh
     eval "$(SLURM_VERSION=24.11.7 bash dispatch-slurm/scripts/start-slurm.sh env)"
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import time
 
+from dispatch_slurm_testing.cluster import start
 from dispatch_slurm_testing.flapping import Campaign, Plan
 
 
@@ -41,6 +44,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    start()  # idempotent; resumes nodes an earlier run left drained
     version = subprocess.run(
         ["sinfo", "--version"], capture_output=True, text=True, timeout=60, check=False
     ).stdout.strip()
