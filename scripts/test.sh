@@ -43,7 +43,7 @@ for src in dispatch-core/src/dispatch dispatch-slurm/src/dispatch_slurm \
 done
 # Live tests carry the marker live(server=...). The Slurm ones run here, against the Slurm
 # started above; the Kubeflow ones need the control plane, so they run after, below.
-.venv/bin/python -m pytest -m "not live(server='kubeflow')" "$@"
+.venv/bin/python -m pytest --durations=20 -m "not live(server='kubeflow')" "$@"
 [ "$everything" = yes ] || exit 0
 
 # The live tiers. The Slurm kit (against the Slurm started above) and the Kubeflow live
