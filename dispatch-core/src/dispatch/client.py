@@ -992,7 +992,7 @@ class Client:
             backend=backend,
             timeout=timeout,
         )
-        return with_supervision(self.store, status) if record else status
+        return with_supervision(self.store, status, self.record_clock()) if record else status
 
     # ------------------------------------------------------------------ supervising
     def supervisor(self, jobs: Sequence[str] | None = None, **options: Any) -> Supervisor:

@@ -387,7 +387,7 @@ def with_supervision(store: RecordStore, status: Status, now: datetime | None = 
 
     if status.level is not Level.RECORD or (status.settled and status.state in TERMINAL_STATES):
         return status
-    now = now or utc_now()
+    now = now or RecordClock(store)()  # leases and beats are in the record's time
     owner = store.lease_owners([status.job_id], now).get(status.job_id)
     watch: Supervision = supervision(owner, store.beats(), now)
     return status.model_copy(update={"supervisor": watch})

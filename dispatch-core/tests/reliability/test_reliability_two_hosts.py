@@ -14,6 +14,7 @@ Network namespaces need root: without it the campaign fails, never skips.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -23,8 +24,10 @@ from pathlib import Path
 
 import pytest
 from dispatch.job_records import RecordClock
+from dispatch.model.supervision import SupervisorBeat
 from dispatch.store.postgres import PostgresStore
 from dispatch.store.sqlite import SQLiteStore
+from dispatch_testing.crash import DISPATCH
 from dispatch_testing.private_postgres import PrivatePostgres
 
 from conftest import Events
@@ -96,3 +99,51 @@ def test_two_hosts_campaign_short_run_breaks_nothing_S35_S49() -> None:
     seen = json.loads(done.stdout.strip().splitlines()[-2].split("; ", 1)[1])
     assert seen["host clocks (s)"] == [30, -30], seen  # the hosts' clocks really differ
     assert abs(seen["skew seen in the record (s)"]) <= 2, seen  # the record's clock is one
+
+
+def test_status_on_a_host_whose_clock_runs_ahead_names_the_live_supervisor_S49(
+    server: PrivatePostgres, tmp_path: Path
+) -> None:
+    """A supervisor ticked and holds a job's 20 s lease, by the record's clock; ``dispatch
+    status`` on a host 30 s ahead still says it watches the job (by the host clock its
+    lease and its tick would look 30 s old: "no supervisor has ticked")."""
+    database = f"status_{uuid.uuid4().hex[:8]}"
+    import psycopg
+
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    dsn = server.dsn.rsplit("/", 1)[0] + f"/{database}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DISPATCH_")}
+    env |= {
+        "DISPATCH_STORE": dsn,
+        "XDG_STATE_HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path),
+    }
+
+    def dispatch(*args: str, skew: int = 0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [DISPATCH, *args],
+            capture_output=True,
+            text=True,
+            env=env | {"DISPATCH_TEST_CLOCK_SKEW": str(skew)},
+            timeout=120,
+            check=False,
+        )
+
+    out = dispatch("submit", "--no-start", "--", "true")
+    assert out.returncode == 0, out.stderr
+    job = out.stdout.split()[0]
+    with PostgresStore(dsn) as store:
+        now = RecordClock(store)()
+        store.acquire_leases([job], "host1:42", TTL, now)
+        beat = SupervisorBeat(
+            owner="host1:42", host="host1", pid=42, started_at=now, last_tick=now,
+            interval=1.0, lease=TTL.total_seconds(),
+        )  # fmt: skip
+        store.record_beat(beat)
+    for skew in (30, -30):
+        shown = dispatch("status", job, "--json", skew=skew)
+        assert shown.returncode == 0, shown.stderr
+        watch = json.loads(shown.stdout)["supervisor"]
+        assert watch["watched"] and watch["holds_lease"] and watch["owner"] == "host1:42", watch
+        assert abs(watch["seconds_since_tick"]) < 10, watch
