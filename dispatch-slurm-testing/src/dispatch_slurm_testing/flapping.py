@@ -178,6 +178,8 @@ class Campaign:
         self.ticks: list[Tick] = []
         self.flaps: list[Flap] = []
         self.supervisor: subprocess.Popen[str] | None = None
+        #: nodes Slurm drained during the campaign, resumed by :meth:`cancel`
+        self.resumed: list[str] = []
         #: whether the supervisor was still running when the campaign stopped it
         self.alive: bool | None = None
         self._lock = threading.Lock()
@@ -537,6 +539,32 @@ class Campaign:
             subprocess.run(
                 ["scancel", f"--name={names}"], capture_output=True, timeout=120, check=False
             )
+        self.resumed = self.resume_drained()
+
+    def resume_drained(self) -> list[str]:
+        """Resume the nodes Slurm drained with "Kill task failed" (a step that could not
+        report its end to the absent controller outlived UnkillableStepTimeout), so the
+        tests after this one find every node; the nodes resumed."""
+        listed = subprocess.run(
+            ["sinfo", "-h", "-R", "-o", "%N|%E"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        nodes = [
+            line.split("|", 1)[0]
+            for line in listed.stdout.splitlines()
+            if line.partition("|")[2].strip() == "Kill task failed"
+        ]
+        for node in nodes:
+            subprocess.run(
+                ["scontrol", "update", f"nodename={node}", "state=resume"],
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+        return nodes
 
     def remove(self) -> None:
         """Remove the campaign's directory (its record, logs and job output)."""
