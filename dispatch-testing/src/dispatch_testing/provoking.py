@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dispatch import Backend, Cause, Declarations, Discovery, JobSpec, LogSelection, hookimpl
+from dispatch.model.spec import ArrayMember
 
 from dispatch_testing.kit.harness import Harness, Provoked, Scenario
 
@@ -75,3 +76,14 @@ class ProvokingPlugin:
     def dispatch_logs(self, object_id: str, selection: LogSelection) -> Iterable[bytes]:
         # forwarded so a backend declaring `logs` stays loadable behind the wrapper
         return self.real.logs(object_id, selection)
+
+    # forwarded so a backend declaring `arrays` stays loadable behind the wrapper
+    @hookimpl
+    def dispatch_check_array(self, size: int, max_running: int | None) -> None:
+        self.real.check_array(size, max_running)
+
+    @hookimpl
+    def dispatch_submit_array(
+        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+    ) -> list[str] | None:
+        return self.real.submit_array(group_id, members, max_running)

@@ -30,6 +30,7 @@ from dispatch import (
     hookimpl,
 )
 from dispatch.model.errors import BadInput
+from dispatch.model.spec import ArrayMember
 
 from dispatch_testing.kit.view import Kit
 
@@ -86,6 +87,18 @@ class Watching:
     def dispatch_stop(self, object_id: str, cause: Cause) -> None:
         self.calls.append(("stop", object_id))
         self.real.stop(object_id, cause)
+
+    @hookimpl
+    def dispatch_check_array(self, size: int, max_running: int | None) -> None:
+        self.calls.append(("check_array", (size, max_running)))
+        self.real.check_array(size, max_running)
+
+    @hookimpl
+    def dispatch_submit_array(
+        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+    ) -> list[str] | None:
+        self.calls.append(("submit_array", group_id))
+        return self.real.submit_array(group_id, members, max_running)
 
     def submits(self) -> list[tuple[str, int, bool]]:
         return [args for what, args in self.calls if what == "submit"]

@@ -142,20 +142,7 @@ def check_arrays(kit: Kit, record: Any, declared: bool) -> None:
 
     from dispatch_testing.kit.suite.refusals import Watching
 
-    class _Asked(Watching):
-        @hookimpl
-        def dispatch_check_array(self, size: int, max_running: int | None) -> None:
-            self.calls.append(("check_array", (size, max_running)))
-            self.real.check_array(size, max_running)
-
-        @hookimpl
-        def dispatch_submit_array(
-            self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
-        ) -> list[str] | None:
-            self.calls.append(("submit_array", group_id))
-            return self.real.submit_array(group_id, members, max_running)
-
-    watching = _Asked(kit.backend)
+    watching = Watching(kit.backend)
     registry = Registry.from_plugins({kit.name: watching})
     store = open_store(f"sqlite:///{record}")
     quick = kit.harness.quick_spec()
