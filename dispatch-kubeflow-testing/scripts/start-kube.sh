@@ -398,6 +398,7 @@ TRAINER_ROTATOR_NS=kubeflow-system
 TRAINER_ROTATOR_DNS="kubeflow-trainer-controller-manager.$TRAINER_ROTATOR_NS.svc"
 TRAINER_ROTATOR_SECRET=kubeflow-trainer-webhook-cert
 TRAINER_ROTATOR_WEBHOOK=validator.trainer.kubeflow.org
+KUEUE_METRICS_CERTS=/etc/kueue/metrics/certs
 
 make_pki() {
   mkdir -p "$PKI"
@@ -408,6 +409,14 @@ make_pki() {
     mkdir -p "$RUN/kueue-certs"
     cp "$PKI/webhook.crt" "$RUN/kueue-certs/tls.crt"
     cp "$PKI/webhook.key" "$RUN/kueue-certs/tls.key"
+  fi
+  if [[ -n "$KUEUE_VERSION" && ! -f "$KUEUE_METRICS_CERTS/tls.key" ]]; then
+    # with its cert management off, Kueue v0.17 loads a metrics certificate from a fixed
+    # path at start (cmd/kueue/main.go) even with its metrics server off, and exits
+    # without one: any certificate will do (a Secret's mount in a cluster)
+    mkdir -p "$KUEUE_METRICS_CERTS"
+    cp "$PKI/webhook.crt" "$KUEUE_METRICS_CERTS/tls.crt"
+    cp "$PKI/webhook.key" "$KUEUE_METRICS_CERTS/tls.key"
   fi
   if [[ "$TRAINER_STYLE" == rotator && ! -f "$PKI/trainer-rotator.crt" ]]; then
     # Trainer v2.0.x keeps its own rotator on: it adopts a Secret whose CA is valid for
