@@ -56,7 +56,7 @@ from dispatch.core.submitters import refusal, refusal_notice
 from dispatch.heartbeat import progress_effects
 from dispatch.job_records import utc_now
 from dispatch.model.discovery import Discovery, ObjectView
-from dispatch.model.enums import CauseKind, Provenance
+from dispatch.model.enums import Capability, CauseKind, Provenance
 from dispatch.model.errors import (
     DecodeError,
     DispatchError,
@@ -65,6 +65,7 @@ from dispatch.model.errors import (
     Unreachable,
 )
 from dispatch.model.events import Event, Identity, SubmissionCreated, SubmissionFailed
+from dispatch.model.spec import ArrayMember
 from dispatch.store.base import Batch, Lease, RecordStore
 from dispatch.store.codec import collector_paused
 
@@ -355,8 +356,10 @@ class Supervisor:
         ]
         if self._append(intents, report):
             self._step("intent-recorded")
-        results: list[Append] = []
         waiting = [j for j in planned if j not in report.conflicts]
+        results = self._submit_arrays(waiting, planned, backends, leases, now, report)
+        arrayed = {a.job_id for a in results}
+        waiting = [j for j in waiting if j not in arrayed]
         for index, job_id in enumerate(waiting):
             job = self._jobs[job_id]
             if job.backend in report.unreachable:
@@ -377,6 +380,90 @@ class Supervisor:
         if self._append([(a, leases[a.job_id]) for a in results], report):
             self._step("result-recorded")
         return report
+
+    def _submit_arrays(
+        self,
+        waiting: list[str],
+        planned: dict[str, list[Effect]],
+        backends: dict[str, Backend],
+        leases: dict[str, Lease],
+        now: datetime,
+        report: TickReport,
+    ) -> list[Append]:
+        """The first submissions of a sweep's members as ONE object per group, on a
+        backend that declares ``arrays`` (``dispatch_submit_array``): the results of the
+        members it submitted; the others are left to the one-by-one submits.
+
+        A member goes in when its only side effect this tick is its first, ungated
+        submission and its lease allows an effect (S-49). A group with one such member,
+        and a group the backend answers None for, is submitted one by one."""
+        groups: dict[tuple[str, str], list[tuple[Job, Submit]]] = {}
+        for job_id in waiting:
+            job = self._jobs[job_id]
+            if job.group is None or job.backend in report.unreachable:
+                continue
+            backend = backends.get(job.backend)
+            if backend is None or not backend.declarations.supports(Capability.ARRAYS):
+                continue
+            effects = [e for e in planned[job_id] if not isinstance(e, Append)]
+            if len(effects) != 1 or not isinstance(effects[0], Submit):
+                continue
+            submit = effects[0]
+            if submit.submission != 1 or submit.gated:
+                continue
+            groups.setdefault((job.backend, job.group.id), []).append((job, submit))
+        results: list[Append] = []
+        for (name, group_id), found in groups.items():
+            if len(found) < 2 or name in report.unreachable:
+                continue
+            ids = [job.job_id for job, _ in found]
+            found = [(j, e) for j, e in found if self._fenced(j.job_id, leases, ids, report)]
+            if len(found) < 2:
+                continue
+            first = found[0][0].group
+            assert first is not None
+            members = [
+                ArrayMember(job_id=job.job_id, index=job.group.index, spec=submit.spec)
+                for job, submit in found
+                if job.group is not None
+            ]
+            refusal: Cause | None = None
+            try:
+                object_ids = backends[name].submit_array(group_id, members, first.max_running)
+            except Unreachable as exc:
+                self._unreachable(name, exc, now, report)
+                continue
+            except DispatchError as exc:
+                object_ids = None
+                detail = exc.detail if isinstance(exc, SubmitRefused) else str(exc)
+                refusal = Cause(
+                    kind=CauseKind.LAUNCH_FAILED,
+                    provenance=Provenance.SCHEDULER,
+                    detail=detail,
+                    at=now,
+                )
+                report.errors.append(f"sweep {group_id}: {exc}")
+            if object_ids is None and refusal is None:
+                continue  # the backend cannot make one array of them: one by one
+            self._step("submitted")
+            for position, (job, _) in enumerate(found):
+                event: Event
+                if object_ids is not None:
+                    event = SubmissionCreated(
+                        job_id=job.job_id,
+                        seq=job.version + 1,
+                        at=now,
+                        submission=1,
+                        object_id=object_ids[position],
+                    )
+                else:
+                    assert refusal is not None
+                    event = SubmissionFailed(
+                        job_id=job.job_id, seq=job.version + 1, at=now, submission=1, cause=refusal
+                    )
+                results.append(Append(job.job_id, job.version, (event,)))
+                report.submitted += 1
+        return results
 
     def _waiting_for_slot(self, leased: Iterable[str]) -> set[str]:
         """The members of sweeps with ``max_running`` that may not be submitted now.
@@ -403,11 +490,19 @@ class Supervisor:
             if found is None or limit is None:
                 blocked.update(j.job_id for j in jobs)  # the group could not be read
                 continue
+            if len(jobs) == len(found) and self._arrays(jobs[0].backend):
+                continue  # the whole group goes as one array, bounded by the scheduler
             holding = sum(1 for m in found if m.submissions and m.outcome is None)
             queue = sorted(m.group.index for m in found if m.group and _unsubmitted(m))
             turn = set(queue[: max(0, limit - holding)])
             blocked.update(j.job_id for j in jobs if j.group and j.group.index not in turn)
         return blocked
+
+    def _arrays(self, backend: str) -> bool:
+        try:
+            return self.registry.get(backend).declarations.supports(Capability.ARRAYS)
+        except DispatchError:
+            return False
 
     def _members(self, group_ids: set[str]) -> dict[str, list[Job]]:
         """Each group's members as folded here, or read from the record when this
