@@ -101,7 +101,7 @@ def test_two_hosts_campaign_short_run_breaks_nothing_S35_S49() -> None:
     assert abs(seen["skew seen in the record (s)"]) <= 2, seen  # the record's clock is one
 
 
-def test_status_on_a_host_whose_clock_runs_ahead_names_the_live_supervisor_S49(
+def test_status_and_list_on_a_host_whose_clock_runs_ahead_name_the_live_supervisor_S49(
     server: PrivatePostgres, tmp_path: Path
 ) -> None:
     """A supervisor ticked and holds a job's 20 s lease, by the record's clock; ``dispatch
@@ -145,5 +145,10 @@ def test_status_on_a_host_whose_clock_runs_ahead_names_the_live_supervisor_S49(
         shown = dispatch("status", job, "--json", skew=skew)
         assert shown.returncode == 0, shown.stderr
         watch = json.loads(shown.stdout)["supervisor"]
+        assert watch["watched"] and watch["holds_lease"] and watch["owner"] == "host1:42", watch
+        listed = dispatch("list", "--json", skew=skew)  # list judges it by the same clock
+        assert listed.returncode == 0, listed.stderr
+        (row,) = json.loads(listed.stdout)
+        watch = row["supervisor"]
         assert watch["watched"] and watch["holds_lease"] and watch["owner"] == "host1:42", watch
         assert abs(watch["seconds_since_tick"]) < 10, watch

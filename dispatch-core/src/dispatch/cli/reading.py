@@ -204,6 +204,7 @@ def _listing(
         backend=backend,
         limit=limit,
         group=group,
+        now=c.client.record_clock(),  # leases judged by the supervisors' clock
     )
     active = [r.job_id for r in listing.rows if r.outcome is None and not r.quarantined]
     return listing, _escalated(c.client.store, active)

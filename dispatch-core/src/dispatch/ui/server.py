@@ -68,12 +68,13 @@ class UI:
     ) -> None:
         """``pages=False`` serves ``/metrics`` alone (``dispatch supervise --metrics``),
         with ``collectors`` rendered after the record's."""
-        from dispatch.job_records import utc_now
         from dispatch.ui.metrics import RecordMetrics
 
         self.client = client
         self.token = token
-        self.clock = clock or utc_now
+        # the record's clock, as the supervisors': a lease or an age is judged alike on
+        # every host, whatever this host's clock says
+        self.clock = clock or client.record_clock
         self.lock = threading.Lock()
         self.metrics = RecordMetrics(client.store, self.clock)
         self.pages = pages
