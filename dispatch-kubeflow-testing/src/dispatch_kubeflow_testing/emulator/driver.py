@@ -27,6 +27,7 @@ from typing import Any
 
 from dispatch_kubeflow_testing.emulator import kueue
 from dispatch_kubeflow_testing.emulator.cluster import Cluster
+from dispatch_kubeflow_testing.emulator.faults import Faults
 from dispatch_kubeflow_testing.emulator.objects import (
     COMPLETION_INDEX,
     GPUS_PER_NODE,
@@ -110,6 +111,7 @@ class Emulator:
         self.trainer_version = self.cluster.trainer_version
         self.namespace = namespace
         self.log = RequestLog()
+        self.faults = Faults()
         self.host, self.port = host, port
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -146,7 +148,9 @@ class Emulator:
     def start(self) -> Emulator:
         if self._server is not None:
             return self
-        self._server = make_server(self.host, self.port, self.api.handle, self.log, TOKEN)
+        self._server = make_server(
+            self.host, self.port, self.api.handle, self.log, TOKEN, self.faults
+        )
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="k8s-emulator", daemon=True
@@ -155,6 +159,7 @@ class Emulator:
         return self
 
     def stop(self) -> None:
+        self.faults.clear()  # requests held by a hang go unanswered
         if self._server is not None:
             self._server.close_everything()
             self._server = None
@@ -166,6 +171,40 @@ class Emulator:
     def come_back(self) -> None:
         """Listen again on the same port, with the same objects."""
         self.start()
+
+    def misbehave(self, kind: str, *, retry_after: int = 5) -> None:
+        """Switch the API server as a whole to one way of failing, until :meth:`behave`:
+        ``"500"`` (etcd timing out), ``"429"`` (too many requests, ``Retry-After``),
+        ``"503"`` (shutting down, ``Retry-After``), ``"hang"`` (accepts, never answers) or
+        ``"refuse"`` (not listening). See :mod:`dispatch_kubeflow_testing.emulator.faults`."""
+        self.behave()
+        if kind == "500":
+            self.faults.answer(500, "InternalError", "etcdserver: request timed out")
+        elif kind == "429":
+            self.faults.answer(
+                429,
+                "TooManyRequests",
+                "too many requests, please try again later",
+                retry_after=retry_after,
+            )
+        elif kind == "503":
+            self.faults.answer(
+                503,
+                "ServiceUnavailable",
+                "the apiserver is shutting down, please try again later",
+                retry_after=retry_after,
+            )
+        elif kind == "hang":
+            self.faults.hang()
+        elif kind == "refuse":
+            self.go_unreachable()
+        else:
+            raise ValueError(f"no such misbehaviour: {kind!r}")
+
+    def behave(self) -> None:
+        """Every fault switch off, listening again on the same port."""
+        self.faults.clear()
+        self.come_back()
 
     @property
     def url(self) -> str:

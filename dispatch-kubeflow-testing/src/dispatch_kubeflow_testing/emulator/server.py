@@ -26,6 +26,7 @@ from dispatch_kubeflow_testing.emulator.admission import (
     check_trainjob_update,
     mutate,
 )
+from dispatch_kubeflow_testing.emulator.faults import Faults, Hung
 from dispatch_kubeflow_testing.emulator.store import (
     POD,
     RESOURCES,
@@ -287,7 +288,14 @@ class Server(ThreadingHTTPServer):
             self.connections.clear()
 
 
-def make_server(host: str, port: int, handle: Handler, log: RequestLog, token: str) -> Server:
+def make_server(
+    host: str,
+    port: int,
+    handle: Handler,
+    log: RequestLog,
+    token: str,
+    faults: Faults | None = None,
+) -> Server:
     connections: set[socket.socket] = set()
     connections_lock = threading.Lock()
 
@@ -310,13 +318,17 @@ def make_server(host: str, port: int, handle: Handler, log: RequestLog, token: s
                 connections.discard(self.connection)
             super().finish()
 
-        def _answer(self, code: int, body: Obj | bytes) -> None:
+        def _answer(
+            self, code: int, body: Obj | bytes, headers: dict[str, str] | None = None
+        ) -> None:
             # a pod's log is plain text, like the API server's /log subresource
             text = isinstance(body, bytes)
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(code)
             self.send_header("Content-Type", "text/plain" if text else "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
@@ -325,6 +337,15 @@ def make_server(host: str, port: int, handle: Handler, log: RequestLog, token: s
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            if faults is not None:
+                try:
+                    error = faults.before()
+                except Hung:
+                    self.close_connection = True
+                    return
+                if error is not None:
+                    self._answer(error.code, error.body(), error.headers())
+                    return
             try:
                 if self.headers.get("Authorization") != f"Bearer {token}":
                     raise ApiError(401, "Unauthorized", "Unauthorized")
