@@ -79,7 +79,8 @@ class LiveKueue:
             (flavor,) = spec["resourceGroups"][0]["flavors"]
             (gpu,) = [r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu"]
             assert int(gpu["nominalQuota"]) == gpus, gpu
-            assert gpu.get("borrowingLimit") == borrowing_limits.get(cluster), gpu
+            limit = gpu.get("borrowingLimit")  # a quantity: the API server answers "0"
+            assert (None if limit is None else int(limit)) == borrowing_limits.get(cluster), gpu
         for name, value in priorities.items():
             assert api.get("WorkloadPriorityClass", name)["value"] == value
 

@@ -123,9 +123,10 @@ def test_a_trainjob_waiting_for_quota_shows_kueue_words_as_its_pending_reason(
     view = _views(backend, "job-w")["job-w"]
     assert view.phase is Phase.PENDING and view.cause is not None
     assert view.cause.kind is CauseKind.NO_CAPACITY
-    assert view.pending_reason == (
+    assert view.pending_reason == (  # 16 GPUs asked, 8 in the ClusterQueue at most
         "Kueue QuotaReserved=False Pending: couldn't assign flavors to pod set node: "
-        "insufficient unused quota for nvidia.com/gpu in flavor default-flavor, 8 more needed"
+        "insufficient quota for nvidia.com/gpu in flavor default-flavor, previously "
+        "considered podsets requests (0) + current podset request (16) > maximum capacity (8)"
     )
 
 

@@ -73,7 +73,9 @@ def test_live_kueue_higher_priority_preempts_within_the_cluster_queue(
     assert "Evicted Preempted (InClusterQueue): Preempted to accommodate a workload" in (
         low.cause.detail
     )
-    assert "preemptor path: /team-a" in low.cause.detail
+    assert "preemptor path: /dispatch/team-a; preemptee path: /dispatch/team-a" in (
+        low.cause.detail
+    )
     assert low.pending_reason is not None and low.pending_reason.startswith("Kueue ")
     until(live_backend, high_id, "running", running, live=live)
     admitted = condition(live.workload(high), "Admitted")

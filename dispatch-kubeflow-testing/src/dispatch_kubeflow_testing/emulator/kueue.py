@@ -12,7 +12,10 @@ What it follows, in Kueue's own terms (v0.17.0):
   (``pkg/workload`` ``SetQuotaReservation``/``resetActiveCondition``).
 - A Workload that does not fit waits with ``QuotaReserved=False`` reason ``Pending`` and
   the flavor assigner's words ("couldn't assign flavors to pod set node: insufficient
-  unused quota for nvidia.com/gpu in flavor default-flavor, N more needed").
+  unused quota for nvidia.com/gpu in flavor default-flavor, N more needed"; for one
+  larger than its ClusterQueue could ever hold, "insufficient quota for nvidia.com/gpu in
+  flavor default-flavor, previously considered podsets requests (0) + current podset
+  request (N) > maximum capacity (M)", as the live tier showed).
 - Preemption within a ClusterQueue (``InClusterQueue``): a pending Workload of a higher
   priority evicts admitted ones of a lower priority, lowest first, until it fits; each
   gets ``Evicted=True`` reason ``Preempted`` and ``Preempted=True`` reason
@@ -25,7 +28,8 @@ What it follows, in Kueue's own terms (v0.17.0):
 - ``spec.active=false`` evicts with reason ``Deactivated`` ("The workload is
   deactivated"), or ``DeactivatedDueTo<cause>`` with "The workload is deactivated due to
   <words>" when a ``DeactivationTarget`` condition named the cause (``ReasonWithCause``);
-  the requeuing limit's words are "exceeding the maximum number of re-queuing retries".
+  the requeuing limit's words are "exceeding the maximum number of re-queuing retries"
+  (the ``DeactivationTarget`` condition stays, as the live tier showed).
 
 - Cohorts: a ClusterQueue may borrow what the others of its cohort do not use, up to its
   ``borrowingLimit``; one whose Workload fits its own nominal quota reclaims what others
@@ -168,7 +172,6 @@ def _deactivate(c: Cluster, tj: Obj, wl: Obj) -> None:
         if target is not None:
             reason = f"DeactivatedDueTo{target['reason']}"
             message = f"{message} due to {target['message']}"
-            wl["status"]["conditions"].remove(target)
         c.set_condition(wl, "Evicted", "True", reason, message)
     _stop(c, tj, wl)
 
@@ -239,6 +242,14 @@ class _Quota:
         limit = self.c.kueue_borrowing.get(cq)
         return min(cohort, own + limit) if limit is not None else cohort
 
+    def maximum(self, cq: str) -> int:
+        """What the ClusterQueue could ever hold: its nominal quota and what it may
+        borrow (its limit, or the rest of its cohort's nominal quota)."""
+        nominal = self.c.kueue_cluster_queues.get(cq, 0)
+        others = sum(self.c.kueue_cluster_queues.get(q, 0) for q in self.members(cq) if q != cq)
+        limit = self.c.kueue_borrowing.get(cq)
+        return nominal + (others if limit is None else min(limit, others))
+
     def borrowing(self, cq: str) -> bool:
         return self.usage.get(cq, 0) > self.c.kueue_cluster_queues.get(cq, 0)
 
@@ -286,16 +297,21 @@ def _schedule(c: Cluster, queued: list[tuple[Obj, Obj]]) -> None:
             _admit(c, tj, wl, cq)
             usage[cq] = usage.get(cq, 0) + need
             continue
-        _preempt(c, quota, cq, tj, wl, holding)
-        more = need - max(quota.available(cq), 0)
-        c.set_condition(
-            wl,
-            "QuotaReserved",
-            "False",
-            "Pending",
-            "couldn't assign flavors to pod set node: insufficient unused quota for "
-            f"nvidia.com/gpu in flavor default-flavor, {more} more needed",
-        )
+        words = "couldn't assign flavors to pod set node: insufficient"
+        if need > quota.maximum(cq):
+            # no preemption can make room: the flavor assigner's other words
+            words += (
+                " quota for nvidia.com/gpu in flavor default-flavor, previously considered "
+                f"podsets requests (0) + current podset request ({need}) > maximum capacity "
+                f"({quota.maximum(cq)})"
+            )
+        else:
+            _preempt(c, quota, cq, tj, wl, holding)
+            more = need - max(quota.available(cq), 0)
+            words += (
+                f" unused quota for nvidia.com/gpu in flavor default-flavor, {more} more needed"
+            )
+        c.set_condition(wl, "QuotaReserved", "False", "Pending", words)
         _suspend(c, tj, True)
 
 
