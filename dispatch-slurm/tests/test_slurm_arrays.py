@@ -108,6 +108,44 @@ def test_a_sweep_is_one_sbatch_array_bounded_by_max_running_each_task_its_member
     assert stray.returncode == 1 and "no member" in stray.stderr
 
 
+def test_members_with_their_own_checkpoint_directories_share_one_array(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A map's members (one checkpoint directory and heartbeat each) are still one array:
+    each task exports its own directory."""
+    monkeypatch.setenv("DISPATCH_SLURM_LOG_DIR", str(tmp_path / "logs"))
+    runner = _Recording()
+    members = [
+        m.model_copy(
+            update={
+                "spec": m.spec.model_copy(
+                    update={
+                        "checkpoint_dir": str(tmp_path / f"member-{m.index}"),
+                        "heartbeat": str(tmp_path / f"member-{m.index}" / "beat"),
+                    }
+                )
+            }
+        )
+        for m in _members(3)
+    ]
+    ids = SlurmBackend(runner).dispatch_submit_array(GROUP, members, None)
+    assert ids == ["4242_0", "4242_1", "4242_2"]
+    ((_, script),) = runner.sent
+    prologue = script.split("\nlauncher=$1", 1)[0]
+    shown = subprocess.run(
+        [
+            "bash",
+            "-c",
+            prologue + '\nprintf "%s\\n" "$DISPATCH_CHECKPOINT_DIR" "$DISPATCH_HEARTBEAT"',
+        ],
+        env={"SLURM_ARRAY_TASK_ID": "2", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert shown == [str(tmp_path / "member-2"), str(tmp_path / "member-2" / "beat")]
+
+
 def test_the_array_names_its_tasks_as_ranges() -> None:
     assert _ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
     assert _ranges(list(range(1000))) == "0-999"

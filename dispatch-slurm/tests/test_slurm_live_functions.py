@@ -62,11 +62,16 @@ def test_map_returns_the_values_of_a_function_sweep_on_slurm(
             **_job(workdir),
         )
         assert sweep.results(timeout=600, interval=1) == [0, 1, 4, 9, 16, 25]
+        arrays = set()
         for member in sweep.members:
             job = member.record()
             assert job.backend == "slurm" and job.outcome is not None
             assert job.outcome.state is State.SUCCEEDED
-            assert [s.object_id for s in job.submissions if s.object_id]  # a Slurm job each
+            (object_id,) = [s.object_id for s in job.submissions if s.object_id]
+            array, _, task = object_id.partition("_")
+            assert task == str(job.group.index if job.group else -1), object_id
+            arrays.add(array)
+        assert len(arrays) == 1, f"a map is one Slurm job array; got {sorted(arrays)}"
 
 
 def test_every_rank_of_a_two_node_function_runs_it_and_rank_0_gives_the_value(

@@ -413,11 +413,12 @@ class SlurmBackend:
         ``SLURM_ARRAY_TASK_ID`` ahead of the wrapper); task ``i`` is member ``i`` and its
         object is ``<array id>_<i>``. None (one sbatch per member) for script sweeps,
         whose batch script is the user's own, and members whose specs differ in more than
-        command, name and environment."""
+        what a task's own environment carries: command, name, environment, checkpoint
+        directory and heartbeat file (``Client.map`` gives each member its own directory)."""
         if not members:
             return []
         first = members[0].spec
-        same = {"command", "env", "name"}
+        same = {"command", "env", "name", "checkpoint_dir", "heartbeat"}
         if first.script is not None or any(
             m.spec.model_dump(exclude=same) != first.model_dump(exclude=same) for m in members
         ):
