@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from dispatch import BadInput, CauseKind, JobSpec, ObjectView, Phase
-from dispatch.model.spec import ArrayMember
+from dispatch import ArrayMember, BadInput, CauseKind, JobSpec, ObjectView, Phase
 from dispatch_slurm.backend import SlurmBackend, _ranges
 from dispatch_slurm.observe import build_objects
 from dispatch_slurm.parse import ParseError, array_tasks, parse_sinfo_nodes, parse_squeue

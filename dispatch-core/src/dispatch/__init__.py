@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 _WHERE: dict[str, str] = {
     "Action": "dispatch.model.enums",
     "Append": "dispatch.core.effects",
+    "ArrayMember": "dispatch.model.spec",
     "Backend": "dispatch.backends",
     "BackendBroken": "dispatch.model.errors",
     "BadInput": "dispatch.model.errors",
@@ -169,6 +170,7 @@ if TYPE_CHECKING:
     from dispatch.model.events import Identity as Identity
     from dispatch.model.prepared import Prepared as Prepared
     from dispatch.model.selection import LogSelection as LogSelection
+    from dispatch.model.spec import ArrayMember as ArrayMember
     from dispatch.model.spec import JobSpec as JobSpec
     from dispatch.model.spec import Resources as Resources
     from dispatch.model.supervision import Supervision as Supervision
