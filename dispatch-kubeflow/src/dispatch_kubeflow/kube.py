@@ -5,7 +5,13 @@ urllib3, aiohttp and pydantic; ``dispatch --help`` must not pay it).
 
 Every call carries an explicit ``(connect, read)`` timeout tuple (kubernetes 35 ignores
 a scalar) and the client retries only what is safe: connection attempts (nothing was
-sent) and nothing else, so a POST is never sent twice. Answers are read as raw JSON
+sent) and nothing else, so a POST is never sent twice. An API server that cannot answer
+is not asked again sooner than it said (``Retry-After`` on a 429 or 5xx, honoured up to
+``MAX_RETRY_AFTER``), nor, after a call timed out, for the read timeout's length: the calls
+in between fail at once as ``Unreachable`` with its last words and since when, so a hung
+API server costs a supervisor's tick one timeout, not one per call (its other backends go
+on). Connection refusals and errors without ``Retry-After`` cost nothing to ask again and
+are asked again at once. Answers are read as raw JSON
 (``_preload_content=False``) so the classifier sees the same dicts for every kind and
 keeps fields newer than the client's models.
 """
@@ -13,7 +19,12 @@ keeps fields newer than the client's models.
 from __future__ import annotations
 
 import json
+import math
+import threading
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
@@ -33,6 +44,38 @@ KUEUE = ("kueue.x-k8s.io", "v1beta1")
 #: the trainer container's name in every Trainer runtime (``constants.Node``)
 CONTAINER = "node"
 LOG_CHUNK = 64 * 1024
+#: the longest ``Retry-After`` honoured: a server asking for more is asked again then
+MAX_RETRY_AFTER = 60.0
+
+
+def retry_after(exc: ApiException) -> float | None:
+    """The seconds a 429 or 5xx answer's ``Retry-After`` asks for, bounded by
+    ``MAX_RETRY_AFTER``; None when it has none (or an HTTP date, or nonsense)."""
+    headers = exc.headers or {}
+    raw = next((v for k, v in headers.items() if str(k).lower() == "retry-after"), None)
+    try:
+        seconds = float(str(raw).strip())
+    except (TypeError, ValueError):
+        return None
+    if seconds != seconds or seconds < 0:  # NaN, negative
+        return None
+    return min(seconds, MAX_RETRY_AFTER)
+
+
+def transport_words(exc: BaseException) -> str:
+    """urllib3's own words for what went wrong, without its retry wrapper and URL."""
+    reason = getattr(exc, "reason", None)
+    return str(reason if isinstance(reason, BaseException) else exc)
+
+
+@dataclass
+class Outage:
+    """The API server could not answer: since when, its last words, and until when
+    (monotonic) it is not asked again."""
+
+    since: datetime
+    words: str
+    until: float = 0.0
 
 
 def server_message(exc: ApiException) -> str:
@@ -49,8 +92,13 @@ def server_message(exc: ApiException) -> str:
 class Kube:
     """Typed, bounded calls; ``Unreachable`` for transport trouble, ``ApiRefused`` for answers."""
 
-    def __init__(self, config: KubeflowConfig) -> None:
+    def __init__(
+        self, config: KubeflowConfig, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.config = config
+        self.clock = clock
+        self.outage: Outage | None = None
+        self._outage_lock = threading.Lock()
         configuration = client.Configuration()
         namespace = config.namespace
         try:
@@ -119,20 +167,56 @@ class Kube:
 
     def _response(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """The raw urllib3 response (unread), or ``Unreachable``/``ApiRefused``."""
+        self._not_now(what)
         kwargs["_request_timeout"] = self.config.timeout
         kwargs["_preload_content"] = False
         try:
-            return fn(*args, **kwargs)
+            response = fn(*args, **kwargs)
         except ApiException as exc:
             if exc.status in (0, None, 429) or (exc.status or 0) >= 500:
-                raise Unreachable(
-                    f"Kubernetes API at {self.host} could not answer {what}: {server_message(exc)}"
-                ) from exc
+                words = f"Kubernetes API at {self.host} could not answer {what}: "
+                raise self._down(words + server_message(exc), retry_after(exc)) from exc
+            self._answered()
             raise ApiRefused(exc.status, exc.reason or "", server_message(exc), what) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise Unreachable(
-                f"cannot reach the Kubernetes API at {self.host} ({what}): {exc}"
+            reason = getattr(exc, "reason", exc)
+            # urllib3's NewConnectionError (refused) is a ConnectTimeoutError by descent
+            timed_out = isinstance(
+                reason, (urllib3.exceptions.TimeoutError, TimeoutError)
+            ) and not isinstance(reason, urllib3.exceptions.NewConnectionError)
+            raise self._down(
+                f"cannot reach the Kubernetes API at {self.host} ({what}): {transport_words(exc)}",
+                self.config.read_timeout if timed_out else None,
             ) from exc
+        self._answered()
+        return response
+
+    def _not_now(self, what: str) -> None:
+        """``Unreachable`` at once while the API server is not to be asked (it said when
+        to ask again, or its last call timed out)."""
+        with self._outage_lock:
+            outage = self.outage
+            left = 0.0 if outage is None else outage.until - self.clock()
+            if outage is None or left <= 0:
+                return
+        raise Unreachable(
+            f"{outage.words} (unreachable since {outage.since.isoformat(timespec='seconds')}; "
+            f"not asked to {what} for another {math.ceil(left)} s)"
+        )
+
+    def _down(self, words: str, wait: float | None) -> Unreachable:
+        """Note the outage (``wait``: seconds not to ask again) and the error to raise."""
+        with self._outage_lock:
+            since = self.outage.since if self.outage is not None else datetime.now(UTC)
+            until = self.clock() + wait if wait else 0.0
+            self.outage = Outage(since=since, words=words, until=until)
+        if wait:
+            words += f" (not asked again for {math.ceil(wait)} s)"
+        return Unreachable(words)
+
+    def _answered(self) -> None:
+        with self._outage_lock:
+            self.outage = None
 
     def _items(
         self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
