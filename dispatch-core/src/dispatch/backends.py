@@ -176,6 +176,34 @@ class Backend:
         if self.declarations.supports(Capability.ARRAYS):
             self._call("dispatch_check_array", size=size, max_running=max_running)
 
+    @property
+    def prepares_arrays(self) -> bool:
+        """Whether the backend can show the one array it sends (``dispatch_prepare_array``;
+        only a backend declaring ``arrays`` is asked)."""
+        return self.declarations.supports(Capability.ARRAYS) and self.implements(
+            "dispatch_prepare_array"
+        )
+
+    def prepare_array(
+        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+    ) -> Prepared | None:
+        """What :meth:`submit_array` would send for these members, sending nothing; None
+        when they cannot go as one array. Call only when :attr:`prepares_arrays`."""
+        result = self._call(
+            "dispatch_prepare_array",
+            group_id=group_id,
+            members=list(members),
+            max_running=max_running,
+        )
+        if result is None:
+            return None
+        if not isinstance(result, Prepared):
+            raise self._wrong("dispatch_prepare_array", type(result).__name__, "a Prepared")
+        made = (result.backend, result.job_id, result.submission, result.gated)
+        if made != (self.name, group_id, 1, False):
+            raise self._wrong("dispatch_prepare_array", made, f"one for group {group_id!r}")
+        return result
+
     def submit_array(
         self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
     ) -> list[str] | None:

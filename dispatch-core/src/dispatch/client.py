@@ -25,6 +25,7 @@ does the work (records, sweeps, job files, the supervisor).
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import os
 import threading
@@ -175,6 +176,29 @@ class DryRun:
     #: The text of the deprecated ``dispatch_render`` of a backend without
     #: ``dispatch_prepare``, if it has that hook.
     rendered: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepDryRun:
+    """What :meth:`Client.sweep` would record and send, sent nowhere (``submit --sweep
+    ... --dry-run``): the first submissions as they would go, either ONE array object
+    (a backend that declares ``arrays``) or one object per member."""
+
+    group_id: str
+    backend: str
+    plan: Plan
+    #: Each member's job id, spec (as recorded) and values, in member order.
+    job_ids: tuple[str, ...]
+    specs: tuple[JobSpec, ...]
+    values: tuple[dict[str, str], ...]
+    max_running: int | None
+    #: The members' first submissions go as one array object.
+    as_array: bool
+    #: That array exactly as it would be sent (``dispatch_prepare_array``), or None: the
+    #: members go one by one, or the backend builds its array only when it sends it.
+    array: Prepared | None = None
+    #: Each member's own dry run, when the members go one by one (else empty).
+    members: tuple[DryRun, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -650,7 +674,10 @@ class Client:
         backend_name, plan = self._prepare(backend, policy, spec)
         native = frozenset(b.rule.action for b in plan.bindings if b.enforcer is Enforcer.BACKEND)
         spec = spec.model_copy(update={"native_actions": native})
-        job_id = new_job_id()
+        return self._dry_run(new_job_id(), backend_name, plan, spec)
+
+    def _dry_run(self, job_id: str, backend_name: str, plan: Plan, spec: JobSpec) -> DryRun:
+        """The first submission of ``job_id`` as the backend would send it."""
         chosen = self.registry.get(backend_name)
         if chosen.prepares:
             try:
@@ -660,6 +687,89 @@ class Client:
             return DryRun(job_id, backend_name, spec, plan, prepared)
         rendered = chosen.render(job_id, 1, spec, False)
         return DryRun(job_id, backend_name, spec, plan, None, rendered)
+
+    def dry_run_sweep(
+        self,
+        command: Sequence[str] | None,
+        grid: str | Mapping[str, Sequence[Any]],
+        *,
+        backend: str | None = None,
+        policy: PolicyArg = None,
+        max_running: int | None = None,
+        **fields: Unpack[SpecFields],
+    ) -> SweepDryRun:
+        """What :meth:`sweep` would record and what its first submissions would send,
+        checked the same way; records nothing and changes nothing at the scheduler.
+
+        On a backend that declares ``arrays`` the members go as ONE object, shown as the
+        backend's ``dispatch_prepare_array`` builds it (what its ``dispatch_submit_array``
+        sends); members that cannot share an array, and every sweep elsewhere, go one
+        object per member, each shown as :meth:`dry_run` shows a job."""
+        return self.dry_run_sweep_spec(
+            self.spec(command, **fields),
+            grid,
+            backend=backend,
+            policy=policy,
+            max_running=max_running,
+            script=fields.get("script") is not None or fields.get("script_file") is not None,
+        )
+
+    def dry_run_sweep_spec(
+        self,
+        template: JobSpec,
+        grid: str | Mapping[str, Sequence[Any]],
+        *,
+        backend: str | None = None,
+        policy: PolicyArg = None,
+        max_running: int | None = None,
+        script: bool = False,
+    ) -> SweepDryRun:
+        """:meth:`dry_run_sweep` for a ready template :class:`dispatch.JobSpec`."""
+        from dispatch.job_records import check_spec
+        from dispatch.model.enums import Capability, Enforcer
+        from dispatch.model.spec import ArrayMember
+        from dispatch.sweep import member_id, new_group_id
+
+        _check_max_running(max_running)
+        group_id = new_group_id()
+        specs, values = self.sweep_specs(template, grid, group_id=group_id, script=script)
+        backend_name, plan = self._prepare(backend, policy, specs[0])
+        chosen = self.registry.get(backend_name)
+        for spec in specs[1:]:
+            check_spec(self.registry, backend_name, spec)
+            chosen.validate(spec)
+        chosen.check_array(len(specs), max_running)
+        native = frozenset(b.rule.action for b in plan.bindings if b.enforcer is Enforcer.BACKEND)
+        specs = [spec.model_copy(update={"native_actions": native}) for spec in specs]
+        job_ids = tuple(member_id(group_id, index) for index in range(len(specs)))
+        made = SweepDryRun(
+            group_id,
+            backend_name,
+            plan,
+            job_ids,
+            tuple(specs),
+            tuple(values),
+            max_running,
+            as_array=False,
+        )
+        if len(specs) > 1 and chosen.declarations.supports(Capability.ARRAYS):
+            if not chosen.prepares_arrays:
+                return dataclasses.replace(made, as_array=True)
+            members = [
+                ArrayMember(job_id=job_id, index=index, spec=spec)
+                for index, (job_id, spec) in enumerate(zip(job_ids, specs, strict=True))
+            ]
+            try:
+                array = chosen.prepare_array(group_id, members, max_running)
+            except SubmitRefused as exc:
+                raise BadInput(f"{backend_name} would refuse this sweep: {exc.detail}") from exc
+            if array is not None:
+                return dataclasses.replace(made, as_array=True, array=array)
+        singles = tuple(
+            self._dry_run(job_id, backend_name, plan, spec)
+            for job_id, spec in zip(job_ids, specs, strict=True)
+        )
+        return dataclasses.replace(made, members=singles)
 
     def submit_file(self, path: str | os.PathLike[str], **overrides: Any) -> JobHandle:
         """Record and submit the job a job file describes (:mod:`dispatch.jobfile`).

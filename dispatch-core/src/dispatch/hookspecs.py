@@ -244,7 +244,9 @@ def dispatch_submit_array(
     The supervisor calls it, within one tick, with every member of a group whose first
     submission it is about to make (never gated, always submission 1), instead of one
     submit per member; a member's later submissions go through the usual submit, one
-    object each. An adapter without ``arrays`` keeps getting one submit per member.
+    object each. An adapter without ``arrays`` keeps getting one submit per member. A
+    backend that also implements :func:`dispatch_prepare_array` sends exactly the
+    ``Prepared`` that hook builds for the same arguments (the sweep's dry run shows it).
 
     :param members: :class:`dispatch.ArrayMember` values in member order, at least two;
         ``index`` is the member's place in the sweep, ``spec`` its spec as
@@ -259,6 +261,32 @@ def dispatch_submit_array(
     :raises SubmitRefused: the scheduler refused the array; every member's first
         submission is recorded as failed with its words.
     :raises Unreachable: the scheduler could not be asked; dispatch asks again later.
+    """
+
+
+@needed("optional")
+@hookspec(firstresult=True)
+def dispatch_prepare_array(
+    group_id: str, members: Sequence[ArrayMember], max_running: int | None
+) -> Prepared | None:
+    """Build the ONE object :func:`dispatch_submit_array` would send for these members,
+    sending nothing (optional; only called on a backend that declares ``arrays``).
+
+    ``dispatch submit --sweep ... --dry-run`` and ``Client.dry_run_sweep`` print it, so a
+    sweep's dry run is the array that is sent: the backend's
+    :func:`dispatch_submit_array` must send exactly this (build it here and send it
+    there: one function builds both). Without this hook a sweep's dry run says the
+    members go as one array and shows each member's spec. Like :func:`dispatch_prepare`
+    it may read the scheduler but never changes anything there or on disk.
+
+    :param members: as :func:`dispatch_submit_array` gets them (every member of the
+        sweep, in member order, at least two).
+    :return: a :class:`dispatch.Prepared` whose ``job_id`` is ``group_id`` (submission 1,
+        not gated); None when these members cannot go as one array, exactly when
+        :func:`dispatch_submit_array` would answer None (the dry run then shows each
+        member's own submission).
+    :raises SubmitRefused: the array cannot be sent as it is (words a user can act on).
+    :raises Unreachable: what the preparation reads could not be read now.
     """
 
 

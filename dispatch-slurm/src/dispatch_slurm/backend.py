@@ -39,6 +39,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from dispatch import (
     Action,
@@ -405,18 +406,19 @@ class SlurmBackend:
             )
 
     @hookimpl
-    def dispatch_submit_array(
+    def dispatch_prepare_array(
         self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
-    ) -> list[str] | None:
+    ) -> Prepared | None:
         """One ``sbatch --array=<indices>%K``: every task runs the launch wrapper with its
         own member's command, log directory and environment (a ``case`` on
         ``SLURM_ARRAY_TASK_ID`` ahead of the wrapper); task ``i`` is member ``i`` and its
         object is ``<array id>_<i>``. None (one sbatch per member) for script sweeps,
         whose batch script is the user's own, and members whose specs differ in more than
         what a task's own environment carries: command, name, environment, checkpoint
-        directory and heartbeat file (``Client.map`` gives each member its own directory)."""
+        directory and heartbeat file (``Client.map`` gives each member its own directory).
+        :meth:`dispatch_submit_array` sends exactly this."""
         if not members:
-            return []
+            return None
         first = members[0].spec
         same = {"command", "env", "name", "checkpoint_dir", "heartbeat"}
         if first.script is not None or any(
@@ -448,12 +450,12 @@ class SlurmBackend:
             f"--output={output}",
         ]
         cases = []
+        directories: dict[str, None] = {}
         for member in members:
             spec = member.spec
             env = added_environment(member.job_id, 1, spec.env)
             env |= slurm_warning.environment(member.job_id, spec, 1)
-            log_dir(member.job_id, 1).mkdir(parents=True, exist_ok=True, mode=0o700)
-            slurm_warning.make_directories(env)
+            directories.update(dict.fromkeys(_directories(member.job_id, env)))
             words = [spec.launcher.value, str(log_dir(member.job_id, 1)), *spec.command]
             exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
             cases.append(
@@ -476,14 +478,56 @@ class SlurmBackend:
         )
         env = added_environment(members[0].job_id, 1, first.env)
         env |= slurm_warning.environment(members[0].job_id, first, 1)
+        return Prepared(
+            backend=NAME,
+            job_id=group_id,
+            submission=1,
+            gated=False,
+            parts={
+                "sbatch": sbatch,
+                "batch script": script,
+                "environment": env,
+                "directories": list(directories),
+            },
+            notes=(
+                "run as: `sbatch` options, then a temporary file (0600) holding the batch "
+                "script; task i of the array is member i, its object <array id>_i",
+                "sbatch's environment is the submitter's (without DISPATCH_* variables) with "
+                "`environment` (member 0's) on top; each task exports its own member's "
+                "variables (the script's case)",
+                "the `directories` (each member's log directory, checkpoint directory and "
+                "heartbeat's) are made (0700) before sbatch runs",
+            ),
+        )
+
+    @hookimpl
+    def dispatch_submit_array(
+        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+    ) -> list[str] | None:
+        """Send what :meth:`dispatch_prepare_array` builds for the same members, exactly;
+        one object id per member (``<array id>_<index>``), or None as that hook says."""
+        if not members:
+            return []
+        prepared = self.dispatch_prepare_array(group_id, members, max_running)
+        if prepared is None:
+            return None
+        array_id = self._send_array(prepared)
+        return [f"{array_id}_{m.index}" for m in members]
+
+    def _send_array(self, prepared: Prepared) -> str:
+        """Run the array's ``sbatch`` as ``prepared`` says; Slurm's job id of the array."""
+        for directory in prepared.words("directories"):
+            Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
         with tempfile.NamedTemporaryFile(
             "w", prefix="dispatch-slurm-", suffix=".sh", delete=False
         ) as handle:
-            handle.write(script)
+            handle.write(prepared.text("batch script"))
             path = handle.name
         try:
             result = self.runner.run(
-                [*sbatch, path], env=submitter_environment() | env, inherit_env=False
+                [*prepared.words("sbatch"), path],
+                env=submitter_environment() | prepared.mapping("environment"),
+                inherit_env=False,
             )
         finally:
             os.unlink(path)
@@ -493,7 +537,7 @@ class SlurmBackend:
         array_id = first_line.split(";", 1)[0].strip()
         if not (array_id.isascii() and array_id.isdigit()):
             raise SlurmCommandFailed(f"sbatch answered {result.stdout!r}; expected a job id")
-        return [f"{array_id}_{m.index}" for m in members]
+        return array_id
 
     # -- discovery ----------------------------------------------------------------------
 
@@ -663,6 +707,19 @@ class SlurmBackend:
 def _body(spec: JobSpec) -> str:
     # a script runs under a prelude giving it a command's environment, warning and progress
     return WRAPPER if spec.script is None else script_body(spec.script)  # S-44, S-45, S-47
+
+
+def _directories(job_id: str, env: dict[str, str]) -> list[str]:
+    """What an array task needs made before sbatch runs: its member's log directory (Slurm
+    cannot start a job whose output directory is missing), checkpoint directory and
+    heartbeat's directory (as :func:`dispatch_slurm.warning.make_directories` makes them
+    for a single job)."""
+    found = [str(log_dir(job_id, 1))]
+    if "DISPATCH_CHECKPOINT_DIR" in env:
+        found.append(env["DISPATCH_CHECKPOINT_DIR"])
+    if "DISPATCH_HEARTBEAT" in env:
+        found.append(str(Path(env["DISPATCH_HEARTBEAT"]).parent))
+    return found
 
 
 def _ranges(indices: Sequence[int]) -> str:

@@ -16,7 +16,7 @@ import click
 from dispatch.cli.common import Context, handles_errors, json_option, pass_ctx, seconds_option
 
 if TYPE_CHECKING:
-    from dispatch.client import Client, DryRun, JobHandle
+    from dispatch.client import Client, DryRun, JobHandle, SweepDryRun
 
 _COUNT = click.IntRange(min=1, max=1_000_000)
 
@@ -248,11 +248,16 @@ def _submit_sweep(
     client = c.client
     script = args.get("script_file") is not None
     if params["dry_run"]:
-        specs, values = client.sweep_specs(spec, grid, group_id="g" + "0" * 12, script=script)
-        for index, (member, chosen) in enumerate(zip(specs, values, strict=True)):
-            click.echo(escaped(f"member {index} {chosen}: {' '.join(member.command)}"))
-        click.echo(f"=== member 0 of {len(specs)} ===")
-        show_dry_run(client.dry_run_spec(specs[0], backend=backend, policy=policy))
+        show_sweep_dry_run(
+            client.dry_run_sweep_spec(
+                spec,
+                grid,
+                backend=backend,
+                policy=policy,
+                max_running=max_running,
+                script=script,
+            )
+        )
         return
     bound = client.plan(backend, policy)
     as_json = params["as_json"]
@@ -551,6 +556,88 @@ def show_dry_run(dry: DryRun) -> None:
             f"({dry.backend} builds what it sends only when it sends it (no dispatch_prepare); "
             "the spec it would be given:)\n" + dry.spec.model_dump_json(indent=2)
         )
+    click.echo("=== plan ===")
+    click.echo(plan_text(dry.plan))
+
+
+def show_sweep_dry_run(dry: SweepDryRun) -> None:
+    """A sweep's dry run: its members, then what its first submissions send: ONE array
+    (the backend's ``dispatch_prepare_array``, exactly what it sends) or one object per
+    member, each shown as :func:`show_dry_run` shows a job (``--json``: the same, as data)."""
+    import shlex
+
+    from dispatch.cli.render import emit_json, escaped, plan_json, plan_text
+
+    ctx = click.get_current_context()
+    if ctx.params.get("as_json"):
+        emit_json(
+            {
+                "dry_run": True,
+                "group_id": dry.group_id,
+                "backend": dry.backend,
+                "max_running": dry.max_running,
+                "as_array": dry.as_array,
+                "members": [
+                    {"job_id": job_id, "values": values, "spec": spec.model_dump(mode="json")}
+                    for job_id, values, spec in zip(dry.job_ids, dry.values, dry.specs, strict=True)
+                ],
+                "array": None if dry.array is None else dry.array.model_dump(mode="json"),
+                "submissions": [
+                    {
+                        "job_id": one.job_id,
+                        "prepared": (
+                            None if one.prepared is None else one.prepared.model_dump(mode="json")
+                        ),
+                        "rendered": one.rendered,
+                    }
+                    for one in dry.members
+                ],
+                "plan": plan_json(dry.plan),
+            }
+        )
+        return
+    size = len(dry.job_ids)
+    click.echo(f"dry run: nothing recorded, nothing sent to {dry.backend}")
+    click.echo(f"group id  {dry.group_id}  (a real submit draws a new one)")
+    for job_id, values, spec in zip(dry.job_ids, dry.values, dry.specs, strict=True):
+        shown = ",".join(f"{k}={v}" for k, v in values.items())
+        what = shlex.join(spec.command) if spec.script is None else f"script {spec.name}"
+        click.echo(escaped(f"{job_id} {shown}: {what}"))
+    bound = "" if dry.max_running is None else f", at most {dry.max_running} at once"
+    if dry.array is not None:
+        click.echo(
+            f"=== what {dry.backend} would be sent for the first submissions of all "
+            f"{size} members: ONE array{bound} ==="
+        )
+        click.echo(escaped(dry.array.render().rstrip("\n"), lines=True))
+    elif dry.as_array:
+        click.echo(
+            f"=== {dry.backend} gets the first submissions of all {size} members as ONE "
+            f"array{bound} (dispatch_submit_array); it builds it only when it sends it (no "
+            "dispatch_prepare_array); the spec each member would be given: ==="
+        )
+        for job_id, spec in zip(dry.job_ids, dry.specs, strict=True):
+            click.echo(escaped(f"--- {job_id} ---\n{spec.model_dump_json(indent=2)}", lines=True))
+    else:
+        waits = (
+            ""
+            if dry.max_running is None or dry.max_running >= size
+            else f" (the first {dry.max_running} at once; a supervisor sends each other one "
+            "when a member ends)"
+        )
+        click.echo(f"=== what {dry.backend} would be sent: one object per member{waits} ===")
+        for one in dry.members:
+            click.echo(f"=== {one.job_id}, submission 1 ===")
+            if one.prepared is not None:
+                click.echo(escaped(one.prepared.render().rstrip("\n"), lines=True))
+            elif one.rendered is not None:
+                click.echo(escaped(one.rendered.rstrip("\n"), lines=True))
+            else:
+                click.echo(
+                    f"({dry.backend} builds what it sends only when it sends it (no "
+                    "dispatch_prepare); the spec it would be given:)\n"
+                    + escaped(one.spec.model_dump_json(indent=2), lines=True)
+                )
     click.echo("=== plan ===")
     click.echo(plan_text(dry.plan))
 
