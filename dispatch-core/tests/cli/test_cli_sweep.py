@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 from cli.cli_shell import Shell
+from click.testing import CliRunner
+from dispatch import Capability, Declarations, Registry, hookimpl
+from dispatch.cli.common import Context
+from dispatch.cli.main import cli
+from dispatch_testing.simulated import SimScheduler, SimulatedBackend
 from dispatch_testing.waiting import eventually
 
 PRINT = ["sh", "-c", 'echo "lr={lr} seed={seed} index=$DISPATCH_SWEEP_INDEX"']
@@ -117,3 +123,62 @@ def test_a_job_file_sweep_table(sh: Shell) -> None:
     sh.write("bad.toml", 'command = ["echo", "{seed}"]\n\n[sweep]\nseed = 3\n')
     bad = sh.run("submit", "bad.toml")
     assert bad.returncode == 2 and "line 4: key 'sweep.seed'" in bad.stderr
+
+
+def test_a_sweeps_dry_run_shows_each_members_own_submission_and_records_nothing_S30(
+    sh: Shell,
+) -> None:
+    """On a backend without arrays (local) each member is its own object: the dry run
+    shows what each member's first submission sends."""
+    grid = "lr=[0.1],seed=1..3"
+    out = sh.run("submit", "--sweep", grid, "--max-running", "2", "--dry-run", "--", *PRINT)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    group = text.split("group id  ", 1)[1].split()[0]
+    assert "dry run: nothing recorded, nothing sent to local" in text
+    assert "one object per member (the first 2 at once; a supervisor sends each other" in text
+    for index in range(3):
+        assert f"=== {group}-{index}, submission 1 ===\n--- runner ---" in text
+        assert f"DISPATCH_JOB_ID={group}-{index}\n" in text
+        assert f"DISPATCH_SWEEP_INDEX={index}\n" in text
+    assert text.count("--- command ---") == 3
+    assert sh.recorded() == []
+
+
+class _Arrays(SimulatedBackend):
+    """An adapter declaring ``arrays`` without ``dispatch_prepare_array``."""
+
+    @hookimpl
+    def dispatch_declare(self) -> Declarations:
+        made = super().dispatch_declare()
+        return made.model_copy(update={"capabilities": made.capabilities | {Capability.ARRAYS}})
+
+    @hookimpl
+    def dispatch_check_array(self, size: int, max_running: int | None) -> None:
+        return None
+
+    @hookimpl
+    def dispatch_submit_array(self, group_id, members, max_running):  # type: ignore[no-untyped-def]
+        raise AssertionError("a dry run sends nothing")
+
+
+def test_a_sweeps_dry_run_on_arrays_without_prepare_array_says_one_array_S30(
+    tmp_path: Path,
+) -> None:
+    registry = Registry.from_plugins({"simulated": _Arrays(SimScheduler())})
+    out = CliRunner().invoke(
+        cli,
+        [
+            *("submit", "--backend", "simulated", "--sweep", "seed=1..4", "--max-running", "2"),
+            *("--dry-run", "--", "python", "train.py", "--seed", "{seed}"),
+        ],
+        obj=Context(f"sqlite://{tmp_path / 'r.db'}", registry=registry),
+    )
+    assert out.exit_code == 0, out.output
+    text = out.stdout
+    assert (
+        "gets the first submissions of all 4 members as ONE array, at most 2 at once "
+        "(dispatch_submit_array); it builds it only when it sends it" in text
+    )
+    assert text.count('"command": [') == 4 and '    "4"\n' in text
+    assert not (tmp_path / "r.db").exists()

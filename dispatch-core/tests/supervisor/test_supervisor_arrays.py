@@ -21,8 +21,10 @@ from dispatch import (
     SubmitRefused,
     hookimpl,
 )
+from dispatch.client import SweepDryRun
 from dispatch.job_records import load_group, load_job
-from dispatch.model.errors import BackendBroken
+from dispatch.model.errors import BackendBroken, BackendFailed
+from dispatch.model.prepared import Prepared
 from dispatch.model.spec import ArrayMember
 from dispatch.store.base import RecordStore
 from dispatch.supervisor import Supervisor
@@ -192,3 +194,123 @@ def test_declaring_arrays_without_its_hooks_is_refused_at_load_S31() -> None:
     registry = Registry.from_plugins({"simulated": Half(SimScheduler())})
     with pytest.raises(BackendBroken, match="declares 'arrays' but does not implement"):
         registry.get("simulated")
+
+
+class PreparingArrays(ArraysBackend):
+    """An adapter with ``dispatch_prepare_array``: its array submit sends what that hook
+    builds (recorded in ``sent``), as the hook's spec asks."""
+
+    def __init__(self, scheduler: SimScheduler) -> None:
+        super().__init__(scheduler)
+        self.sent: list[Prepared] = []
+        self.prepared = 0
+
+    @hookimpl
+    def dispatch_prepare_array(
+        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+    ) -> Prepared | None:
+        self.prepared += 1
+        if self.answer is None:
+            return None
+        if self.answer == "wrong":
+            return "sbatch --array=0-3"  # type: ignore[return-value]
+        return Prepared(
+            backend="arrays",
+            job_id=group_id,
+            submission=1,
+            gated=False,
+            parts={
+                "array": f"0-{len(members) - 1}%{max_running}",
+                "tasks": {str(m.index): list(m.spec.command) for m in members},
+            },
+        )
+
+    @hookimpl
+    def dispatch_submit_array(
+        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+    ) -> list[str] | None:
+        prepared = self.dispatch_prepare_array(group_id, members, max_running)
+        if prepared is not None:
+            self.sent.append(prepared)
+        return super().dispatch_submit_array(group_id, members, max_running)
+
+
+def _preparing(store: RecordStore) -> Rig:
+    rig = Rig(store)
+    rig.backend = PreparingArrays(rig.sched)
+    rig.registry = Registry.from_plugins({"arrays": rig.backend})
+    rig.client = Client(store, registry=rig.registry, actor="ann")
+    rig.sup = Supervisor(store, rig.registry, owner="sup", clock=rig.sched.now)
+    return rig
+
+
+def _dry(rig: Rig, grid: str, max_running: int | None = None) -> SweepDryRun:
+    return rig.client.dry_run_sweep_spec(
+        TRAIN, grid, backend="arrays", policy=policy(PREEMPT), max_running=max_running
+    )
+
+
+def test_a_sweeps_dry_run_is_the_prepared_array_the_supervisor_then_sends_S30(
+    store: RecordStore,
+) -> None:
+    rig = _preparing(store)
+    assert isinstance(rig.backend, PreparingArrays)
+    dry = _dry(rig, "seed=0..3", max_running=2)
+    assert dry.as_array and dry.members == () and dry.array is not None
+    assert dry.array.parts["tasks"]["3"] == ["python", "train.py", "--seed", "3"]
+    assert rig.backend.arrays == [] and rig.backend.sent == [] and rig.store.jobs() == []
+
+    ids = rig.sweep("seed=0..3", max_running=2)
+    rig.sup.tick()
+
+    (sent,) = rig.backend.sent
+    group_id = ids[0].rsplit("-", 1)[0]
+    assert sent == dry.array.model_copy(update={"job_id": group_id})
+
+
+def test_members_the_backend_would_not_array_are_dry_run_one_by_one_S30(
+    store: RecordStore,
+) -> None:
+    rig = _preparing(store)
+    assert isinstance(rig.backend, PreparingArrays)
+    rig.backend.answer = None
+    dry = _dry(rig, "seed=0..2")
+    assert not dry.as_array and dry.array is None
+    assert [one.job_id for one in dry.members] == list(dry.job_ids)
+    assert [one.spec.command[-1] for one in dry.members] == ["0", "1", "2"]
+    assert rig.backend.singles == [] and rig.store.jobs() == []
+
+
+def test_a_backend_with_arrays_but_not_prepare_array_dry_runs_without_calling_it_S30(
+    rig: Rig,
+) -> None:
+    """The hook is optional: the dry run says the members go as one array (the backend
+    builds it only when it sends it) and asks the backend nothing."""
+    assert isinstance(rig.backend, ArraysBackend)
+    dry = _dry(rig, "seed=0..3", max_running=2)
+    assert dry.as_array and dry.array is None and dry.members == ()
+    assert [s.command[-1] for s in dry.specs] == ["0", "1", "2", "3"]
+    assert rig.backend.arrays == [] and rig.backend.singles == [] and rig.store.jobs() == []
+    with pytest.raises(BadInput, match="MaxArraySize is 8"):  # checked as the sweep is
+        _dry(rig, "seed=0..8")
+
+
+def test_a_prepared_array_of_the_wrong_type_is_the_backends_fault(store: RecordStore) -> None:
+    rig = _preparing(store)
+    assert isinstance(rig.backend, PreparingArrays)
+    rig.backend.answer = "wrong"
+    with pytest.raises(BackendFailed, match="dispatch_prepare_array returned 'str', not a Prep"):
+        _dry(rig, "seed=0..3")
+
+
+def test_prepare_array_is_never_asked_of_a_backend_without_arrays(store: RecordStore) -> None:
+    class Undeclared(PreparingArrays):
+        @hookimpl
+        def dispatch_declare(self) -> Declarations:
+            return SimulatedBackend.dispatch_declare(self)
+
+    sched = SimScheduler()
+    backend = Undeclared(sched)
+    client = Client(store, registry=Registry.from_plugins({"arrays": backend}), actor="ann")
+    dry = client.dry_run_sweep_spec(TRAIN, "seed=0..2", backend="arrays")
+    assert not dry.as_array and len(dry.members) == 3 and backend.prepared == 0
