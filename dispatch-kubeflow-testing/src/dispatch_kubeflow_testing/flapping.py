@@ -524,7 +524,7 @@ class Campaign:
             )
 
         ticks = {
-            f"{mode} ({LABELS[mode].split(' ', 2)[2]})": _worst(
+            LABELS[mode].removeprefix("API server "): _worst(
                 [t for t in self.ticks if during(t, mode)]
             )
             for mode in MODES
