@@ -89,6 +89,7 @@ def test_the_prepared_array_is_what_dispatch_submit_array_sends_byte_for_byte_S3
     assert runner.calls == 0 and not (tmp_path / "logs").exists()  # nothing sent or made
     assert (prepared.backend, prepared.job_id, prepared.submission) == ("slurm", GROUP, 1)
     assert "--array=0-2%2" in prepared.words("sbatch")
+    assert prepared.words("sbatch").count("--parsable") == 1
     script = prepared.text("batch script")
     assert "  1) set -- tasks " in script and "DISPATCH_JOB_ID=g0123456789ab-1" in script
     directories = prepared.words("directories")

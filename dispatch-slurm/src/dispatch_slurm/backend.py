@@ -432,7 +432,7 @@ class SlurmBackend:
         at = argv.index(_SCRIPT)
         options = [
             word
-            for word in argv[1:at]
+            for word in argv[2:at]  # after "sbatch --parsable"
             if not word.startswith(("--job-name=", "--comment=", "--output="))
         ]
         indices = _ranges([m.index for m in members])
