@@ -14,6 +14,7 @@ environment the kubelet would give it, resolved from the pod object itself.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tempfile
@@ -134,6 +135,10 @@ class LiveKubeflowHarness(KubeflowScenarios):
         plane = control_plane()
         self.driver = LiveDriver(plane)
         self.driver.cleanup()
+        # what a user of this plane exports (start-kube.sh env names it): the backend the
+        # entry point loads from the environment then declares what this one does
+        major, minor = plane.trainer_version
+        os.environ.setdefault("DISPATCH_KUBEFLOW_TRAINER_VERSION", f"{major}.{minor}")
         return KubeflowBackend(
             KubeflowConfig(
                 kubeconfig=str(plane.kubeconfig),
@@ -208,6 +213,19 @@ class LiveKubeflowHarness(KubeflowScenarios):
                 "the shipped torch-distributed runtime has no JobSet failurePolicy that "
                 "restarts, so nothing restarts natively on this control plane"
             ),
+            **self._older_trainer(),
+        }
+
+    def _older_trainer(self) -> dict[Scenario, str]:
+        major, minor = control_plane().trainer_version
+        if (major, minor) >= (2, 2):
+            return {}
+        return {
+            Scenario.TIME_LIMIT: (
+                f"Trainer {major}.{minor} has no TrainJob deadline (the adapter refuses --time "
+                "before 2.2, as it declares); its time-limit ending is Kueue's maximum "
+                "execution time, and Kueue runs on the 2.2 plane only"
+            )
         }
 
     def act(self, scenario: Scenario, object_id: str, name: str, exit_code: int | None) -> Provoked:
