@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from dispatch import ArrayMember, Client, JobSpec, Registry
+from dispatch import ArrayMember, BadInput, Client, JobSpec, Registry
 from dispatch.cli.common import Context
 from dispatch.cli.main import cli
 from dispatch.model.prepared import Prepared
@@ -215,3 +215,24 @@ def test_cli_sweep_dry_run_prints_the_one_array_and_records_nothing_S30(
     assert "--array=0-3%2" in data["array"]["parts"]["sbatch"]
     assert [m["values"] for m in data["members"]][3] == {"lr": "3e-4", "seed": "2"}
     assert runner.sent == []
+
+
+def test_a_job_files_sweep_dry_runs_as_the_one_array_S30(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DISPATCH_SLURM_LOG_DIR", str(tmp_path / "logs"))
+    runner = _Recording()
+    registry = Registry.from_plugins({"slurm": SlurmBackend(runner)})
+    client = Client(f"sqlite:///{tmp_path / 'record.db'}", registry=registry)
+    path = tmp_path / "job.toml"
+    path.write_text(
+        'backend = "slurm"\ncommand = ["python", "train.py", "--seed", "{seed}"]\n'
+        '[sweep]\nseed = "1..4"\nmax_running = 3\n'
+    )
+    dry = client.dry_run_sweep_file(path)
+    assert dry.array is not None and "--array=0-3%3" in dry.array.words("sbatch")
+    assert dry.values[3] == {"seed": "4"} and runner.sent == []
+    single = tmp_path / "one.toml"
+    single.write_text('backend = "slurm"\ncommand = ["true"]\n')
+    with pytest.raises(BadInput, match="no \\[sweep\\] table"):
+        client.dry_run_sweep_file(single)

@@ -807,6 +807,24 @@ class Client:
             script=script,
         )
 
+    def dry_run_sweep_file(self, path: str | os.PathLike[str], **overrides: Any) -> SweepDryRun:
+        """:meth:`dry_run_sweep` for a job file with a ``[sweep]`` table, with
+        :meth:`submit_file`'s ``overrides``."""
+        client, args = self._from_file(path, overrides)
+        backend, policy = args.pop("backend", None), args.pop("policy", None)
+        table = args.pop("sweep", None)
+        if table is None:
+            raise BadInput(f"{path}: the file has no [sweep] table: use dry_run_file")
+        script = args.get("script") is not None or args.get("script_file") is not None
+        return client.dry_run_sweep_spec(
+            client.spec(**args),
+            table["grid"],
+            backend=backend,
+            policy=policy,
+            max_running=table.get("max_running"),
+            script=script,
+        )
+
     def dry_run_file(self, path: str | os.PathLike[str], **overrides: Any) -> DryRun:
         """:meth:`dry_run` for a job file, with :meth:`submit_file`'s ``overrides``."""
         client, args = self._from_file(path, overrides)
