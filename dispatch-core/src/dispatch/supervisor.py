@@ -42,12 +42,27 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from itertools import groupby
-from operator import attrgetter
+from operator import attrgetter, is_
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from dispatch.backends import Backend, Registry
 from dispatch.core.cause import Cause
+from dispatch.core.compact import (
+    BACKEND,
+    CANCEL,
+    GROUP,
+    HOLD,
+    JOB_ID,
+    OUTCOME,
+    SPEC,
+    SUBMISSIONS,
+    SUBMITTER,
+    VERSION,
+    Folded,
+    Packed,
+    unpack,
+)
 from dispatch.core.decisions import decision
 from dispatch.core.effects import Append, Effect, OpenGate, Stop, Submit
 from dispatch.core.folding import fold
@@ -64,7 +79,7 @@ from dispatch.model.errors import (
     SubmitRefused,
     Unreachable,
 )
-from dispatch.model.events import Event, Identity, SubmissionCreated, SubmissionFailed
+from dispatch.model.events import Event, Group, Identity, SubmissionCreated, SubmissionFailed
 from dispatch.model.spec import ArrayMember
 from dispatch.store.base import Batch, Lease, RecordStore
 from dispatch.store.codec import collector_paused
@@ -80,12 +95,34 @@ FEED_PAGE = 20_000
 
 
 _JOB_ID = attrgetter("job_id")
-_BACKEND = attrgetter("backend")
 
 
-def _unsubmitted(job: Job) -> bool:
+def _unsubmitted(job: Job | _Member) -> bool:
     """A job that would be submitted for the first time if decided now."""
     return not job.submissions and job.outcome is None and job.cancel is None and job.hold is None
+
+
+class _Member(NamedTuple):
+    """What the sweep slots read of a member, taken from a packed job without unpacking
+    it (``submissions``, ``outcome``, ``cancel`` and ``hold`` only tested for emptiness)."""
+
+    job_id: str
+    group: Group | None
+    submissions: tuple[object, ...]
+    outcome: object
+    cancel: object
+    hold: object
+
+    @classmethod
+    def of(cls, packed: Packed) -> _Member:
+        return cls(
+            packed[JOB_ID],
+            packed[GROUP],
+            packed[SUBMISSIONS],
+            packed[OUTCOME],
+            packed[CANCEL],
+            packed[HOLD],
+        )
 
 
 def _by_job(objects: tuple[ObjectView, ...]) -> dict[str, tuple[ObjectView, ...]]:
@@ -100,9 +137,10 @@ def _by_job(objects: tuple[ObjectView, ...]) -> dict[str, tuple[ObjectView, ...]
 
 @dataclass(frozen=True, slots=True)
 class _Quiet:
-    """A job decided quiet: the record and objects it was decided on, and until when."""
+    """A job decided quiet: the record (the packed job, the same object while its record
+    did not change) and objects it was decided on, and until when."""
 
-    job: Job
+    job: Packed
     objects: tuple[ObjectView, ...]
     until: datetime | None
 
@@ -172,7 +210,8 @@ class Supervisor:
         self.clock = clock
         self._step = step or (lambda name: None)
         self._only = frozenset(jobs) if jobs is not None else None
-        self._jobs: dict[str, Job] = {}
+        #: The folded jobs, held packed (:mod:`dispatch.core.compact`): memory per job.
+        self._jobs = Folded()
         self._broken: dict[str, str] = {}
         self._position = 0
         self._retry_at: dict[str, datetime] = {}
@@ -180,6 +219,10 @@ class Supervisor:
         self._leases: dict[str, Lease] = {}
         self._reuse = reuse_decisions
         self._quiet: dict[str, _Quiet] = {}
+        #: Each backend's last listed views, and them grouped by job (``_views_by_job``).
+        self._views: dict[
+            str, tuple[tuple[ObjectView, ...], dict[str, tuple[ObjectView, ...]]]
+        ] = {}
         self.uid = os.getuid() if uid is None else uid
         self._identity: Identity | None = None
         #: The database role that created each job (never changes), where the store has roles.
@@ -214,7 +257,7 @@ class Supervisor:
         found = load(path, self.store)
         if found is None:
             return
-        self._jobs = found.jobs
+        self._jobs = Folded(found.jobs)
         self._position = self._saved_at = found.position
         for job_id in found.missing:
             self._reload(job_id)
@@ -231,7 +274,7 @@ class Supervisor:
         self._refresh()  # so every folded job is exactly the record up to the position
         from dispatch.store.snapshot import save
 
-        if save(path, self.store, self._position, self._jobs):
+        if save(path, self.store, self._position, self._jobs.packed):
             self._saved_at = self._position
             return True
         return False
@@ -251,12 +294,13 @@ class Supervisor:
         for job_id, new in by_job.items():
             if self._only is not None and job_id not in self._only:
                 continue
-            cached = self._jobs.get(job_id)
-            fresh = [e for e in new if cached is None or e.seq > cached.version]
+            held = self._jobs.packed.get(job_id)
+            version = 0 if held is None else held[VERSION]
+            fresh = [e for e in new if e.seq > version]
             if not fresh:
                 continue
             try:
-                self._jobs[job_id] = fold(fresh, cached)
+                self._jobs[job_id] = fold(fresh, None if held is None else unpack(held))
             except DecodeError:
                 self._reload(job_id)
         return feed.position != before
@@ -294,7 +338,7 @@ class Supervisor:
         now = now or self.clock()
         report = TickReport(at=now)
         self._refresh()
-        active = [job_id for job_id, job in self._jobs.items() if job.outcome is None]
+        active = [job_id for job_id, job in self._jobs.packed.items() if job[OUTCOME] is None]
         report.active = len(active)
         for job_id, why in self._broken.items():
             report.errors.append(f"job {job_id}: {why}")
@@ -305,12 +349,14 @@ class Supervisor:
         report.leased = len(leases)
         slotless = self._waiting_for_slot(leases)
 
-        by_backend: dict[str, list[Job]] = {}
+        # Jobs stay packed through the tick: one is unpacked only to be decided afresh.
+        packed = self._jobs.packed
+        by_backend: dict[str, list[tuple[str, Packed]]] = {}
         for job_id in leases:
             if job_id in slotless:
                 continue  # a sweep member with no free slot: not submitted this tick
-            job = self._jobs[job_id]
-            by_backend.setdefault(job.backend, []).append(job)
+            held = packed[job_id]
+            by_backend.setdefault(held[BACKEND], []).append((job_id, held))
 
         planned: dict[str, list[Effect]] = {}
         backends: dict[str, Backend] = {}
@@ -319,33 +365,39 @@ class Supervisor:
             backend = self._backend(name, now, report)
             if backend is None:
                 continue
-            discovery = self._discover(backend, [j.job_id for j in jobs], now, report)
+            discovery = self._discover(backend, [job_id for job_id, _ in jobs], now, report)
             if discovery is None:
                 continue
             backends[name] = backend
-            by_job = _by_job(discovery.objects)
-            last_quiet = self._quiet
-            for job in jobs:
-                objects = by_job.get(job.job_id, ())
-                last = last_quiet.get(job.job_id)
+            views_of = self._views_by_job(name, discovery.objects).get
+            last_quiet = self._quiet.get
+            for job_id, held in jobs:
+                objects = views_of(job_id, ())
+                last = last_quiet(job_id)
                 try:
+                    job: Job | None = None
                     if (  # quiet last tick, and nothing it was decided on changed (_decide)
                         last is not None
-                        and last.job is job
+                        and last.job is held
                         and (last.until is None or now <= last.until)
                         and last.objects == objects  # identical views first, then equal ones
                     ):
-                        quiet[job.job_id] = last
+                        quiet[job_id] = last
+                        if held[SPEC].progress_window is None:
+                            continue  # quiet, and no progress to check (S-47)
                         effects = []
                     else:
-                        effects = self._decide(job, objects, now, quiet, report)
-                    effects = effects or progress_effects(job, discovery, now)  # S-47
+                        job = unpack(held)
+                        effects = self._decide(job, held, objects, now, quiet, report)
+                    if not effects and held[SPEC].progress_window is not None:
+                        job = job or unpack(held)
+                        effects = progress_effects(job, discovery, now)  # S-47
                 except Exception as exc:  # a fault deciding one job must not stop the rest
-                    log.exception("job %s: deciding failed", job.job_id)
-                    report.errors.append(f"job {job.job_id}: deciding failed: {exc!r}")
+                    log.exception("job %s: deciding failed", job_id)
+                    report.errors.append(f"job {job_id}: deciding failed: {exc!r}")
                     continue
                 if effects:
-                    planned[job.job_id] = effects
+                    planned[job_id] = effects
         self._quiet = quiet
 
         intents = [
@@ -374,7 +426,7 @@ class Supervisor:
                 partial(self._fenced, job_id, leases, later, report),
             )
             if new:
-                results.append(Append(job_id, self._jobs[job_id].version, tuple(new)))
+                results.append(Append(job_id, self._jobs.packed[job_id][VERSION], tuple(new)))
         # The leases as renewed during the effects: a result is a fact worth recording
         # under any lease still ours.
         if self._append([(a, leases[a.job_id]) for a in results], report):
@@ -475,11 +527,12 @@ class Supervisor:
         supervisor folded it (every job, unless it watches chosen jobs, when the group's
         members are read from the record)."""
         waiting: dict[str, list[Job]] = {}
-        for job_id in leased:
-            job = self._jobs[job_id]
-            group = job.group
-            if group is not None and group.max_running is not None and _unsubmitted(job):
-                waiting.setdefault(group.id, []).append(job)
+        packed = self._jobs.packed
+        for job_id in [j for j in leased if packed[j][GROUP] is not None]:
+            member = _Member.of(packed[job_id])
+            group = member.group
+            if group is not None and group.max_running is not None and _unsubmitted(member):
+                waiting.setdefault(group.id, []).append(self._jobs[job_id])
         if not waiting:
             return set()
         members = self._members(set(waiting))
@@ -504,41 +557,59 @@ class Supervisor:
         except DispatchError:
             return False
 
-    def _members(self, group_ids: set[str]) -> dict[str, list[Job]]:
+    def _members(self, group_ids: set[str]) -> dict[str, list[_Member]]:
         """Each group's members as folded here, or read from the record when this
         supervisor watches chosen jobs only; a group that cannot be read is left out."""
         if self._only is None:
-            found: dict[str, list[Job]] = {}
-            for job in self._jobs.values():
-                if job.group is not None and job.group.id in group_ids:
-                    found.setdefault(job.group.id, []).append(job)
+            found: dict[str, list[_Member]] = {}
+            for held in self._jobs.packed.values():
+                group = held[GROUP]
+                if group is not None and group.id in group_ids:
+                    found.setdefault(group.id, []).append(_Member.of(held))
             return found
+        from dispatch.core.compact import pack
         from dispatch.job_records import load_group
 
-        read: dict[str, list[Job]] = {}
+        read: dict[str, list[_Member]] = {}
         for group_id in group_ids:
             try:
-                read[group_id] = load_group(self.store, group_id)
+                read[group_id] = [_Member.of(pack(j)) for j in load_group(self.store, group_id)]
             except DispatchError as exc:
                 log.warning("sweep %s: its members could not be read: %s", group_id, exc)
         return read
 
+    def _views_by_job(
+        self, backend: str, objects: tuple[ObjectView, ...]
+    ) -> dict[str, tuple[ObjectView, ...]]:
+        """``_by_job``, kept from the tick before while the backend listed the very same
+        views in the same order (checked by identity, in C): a quiet world costs no
+        regrouping, and each job's views are the identical tuple its quiet check compares."""
+        last = self._views.pop(backend, None)
+        if last is not None and len(last[0]) == len(objects) and all(map(is_, last[0], objects)):
+            index = last[1]
+        else:
+            del last  # the old index goes before the new one is built
+            index = _by_job(objects)
+        self._views[backend] = (objects, index)
+        return index
+
     def _decide(
         self,
         job: Job,
+        held: Packed,
         objects: tuple[ObjectView, ...],
         now: datetime,
         quiet: dict[str, _Quiet],
         report: TickReport,
     ) -> list[Effect]:
         """``decide``, noting a quiet job in ``quiet``: the tick skips deciding it again
-        while its record (the same Job object) and its objects (equal views) are the same
+        while its record (the same packed job) and its objects (equal views) are the same
         and no window it waited on has ended (deciding is most of a quiet tick;
         :class:`dispatch.core.decisions.Decision` says why that gives the same answer)."""
         decided = decision(job, objects, job.plan, now)
         report.decided += 1
         if decided.quiet and self._reuse:
-            quiet[job.job_id] = _Quiet(job, objects, decided.until)
+            quiet[job.job_id] = _Quiet(held, objects, decided.until)
         return decided.effects
 
     def _own(self, active: list[str], now: datetime, report: TickReport) -> list[str]:
@@ -549,10 +620,10 @@ class Supervisor:
         once, under the job's lease, taken for that append only and released at once; a job
         whose lease another supervisor holds (its submitter's, presumably) gets no notice.
         """
-        jobs = self._jobs
+        jobs = self._jobs.packed
         callers = {
             name
-            for name in set(map(_BACKEND, map(jobs.__getitem__, active)))
+            for name in {jobs[job_id][BACKEND] for job_id in active}
             if self._runs_as_caller(name)
         }
         if not callers:  # no backend here runs commands as the caller: nothing to check
@@ -560,30 +631,39 @@ class Supervisor:
         role = self.store.role()
         owners = self._owners
         if role is not None:  # the database's own fact: which role created each job
-            unknown = [j for j in active if j not in owners and jobs[j].backend in callers]
+            unknown = [j for j in active if j not in owners and jobs[j][BACKEND] in callers]
             if unknown:
                 owners.update(self.store.job_owners(unknown))
         own: list[str] = []
         notices: list[str] = []
+        # A refusal reads only the submitter's uid, the backend and the owner role: one
+        # answer per distinct three, the job unpacked only to ask the first time.
+        answers: dict[tuple[int | None, str, str | None], str | None] = {}
         for job_id in active:
-            job = jobs[job_id]
-            why = (
-                refusal(
-                    job,
+            held = jobs[job_id]
+            backend = held[BACKEND]
+            if backend not in callers:
+                own.append(job_id)
+                continue
+            submitter = held[SUBMITTER]
+            owner_role = owners.get(job_id)
+            key = (None if submitter is None else submitter.uid, backend, owner_role)
+            if key in answers:
+                why = answers[key]
+            else:
+                why = answers[key] = refusal(
+                    unpack(held),
                     uid=self.uid,
                     runs_as_caller=True,
                     role=role,
-                    owner_role=owners.get(job_id),
+                    owner_role=owner_role,
                 )
-                if job.backend in callers
-                else None
-            )
             if why is None:
                 own.append(job_id)
                 continue
             report.refused[job_id] = why
             self._leases.pop(job_id, None)
-            if not any(e.reason == why for e in job.escalations):
+            if not any(e.reason == why for e in unpack(held).escalations):
                 notices.append(job_id)
         if notices:
             self._record_refusals(notices, now, report)
@@ -627,12 +707,19 @@ class Supervisor:
         aging: list[tuple[datetime, str]] = []
         short_before = now + self.effect_window  # expires_at - now < window, per job
         aging_before = now + self.lease_ttl * 0.75
-        for job_id in active:
-            lease = held.get(job_id)
+        lease_of = held.get
+        # most leases are fresh: one pass picks the others out, then they are sorted out
+        for job_id, lease in [
+            (j, lease)
+            for j in active
+            if (lease := lease_of(j)) is None or lease.expires_at < aging_before
+        ]:
             if lease is None or lease.expires_at < short_before:
                 short.append(job_id)
-            elif lease.expires_at < aging_before:
+            else:
                 aging.append((lease.expires_at, job_id))
+        if not short and not aging and len(held) == len(active):
+            return dict(held)  # every active job holds a fresh lease, and no other job does
         aging.sort()
         short += [job_id for _, job_id in aging[: max(1, len(active) // 8)]]
         if short:

@@ -113,3 +113,25 @@ def test_aging_leases_are_renewed_a_few_a_tick_before_they_run_short_S35(rig) ->
     sched.advance(1)
     sup.tick()
     assert len(counting.asked[2]) == 1 and counting.asked[2] != counting.asked[1]
+
+
+def test_the_supervisor_holds_its_jobs_packed_and_each_reads_back_as_folded_S20(rig) -> None:  # type: ignore[no-untyped-def]
+    """Memory per job: between ticks every folded job is a packed tuple holding no model
+    of its own (dispatch.core.compact), and unpacks to the fold of its record."""
+    from dispatch.core.compact import pack
+    from dispatch.core.folding import fold
+    from dispatch.model.base import Model
+
+    sched, registry, store, ids = rig
+    sup = Supervisor(store, registry, owner="a", clock=sched.now, lease_ttl=TTL)
+    for _ in range(3):
+        sup.tick()
+        sched.advance(5)
+    held = sup._jobs.packed
+    assert sorted(held) == ids
+    for job_id in ids:
+        job = fold(store.read(job_id))
+        assert len(job.submissions) >= 1 and sup.job(job_id) == job
+        assert held[job_id] == pack(job)
+        own = [v for v in held[job_id] if isinstance(v, Model)]
+        assert own == [v for v in (job.spec, job.plan, job.submitter, job.group) if v is not None]

@@ -29,7 +29,9 @@ import json
 import logging
 import os
 import pickle
+import shutil
 import stat
+import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -44,23 +46,28 @@ from dispatch.store.permissions import (
 )
 
 if TYPE_CHECKING:
-    from dispatch.core.job import Job
+    from dispatch.core.compact import Packed
     from dispatch.store.base import RecordStore
 
 log = logging.getLogger("dispatch.snapshot")
 
-#: The first line of a snapshot; the second is its JSON header, then the pickle.
+#: The first line of a snapshot; the second is its JSON header, then the pickles.
 MAGIC = b"dispatch-snapshot\n"
-FORMAT = 2  # 2: a folded Job has a group
+#: Jobs per pickle of the body: a pickle's memo keeps every object it read or wrote alive
+#: until it ends (each datetime's arguments, say: 2 KiB a job), so the body is a run of
+#: small pickles, one dict each, and that costs a chunk's worth, not the whole snapshot's.
+CHUNK = 1000
+FORMAT = 3  # 2: a folded Job has a group; 3: jobs packed (dispatch.core.compact)
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Jobs as folded up to ``position``; ``missing``: jobs of the record up to that
-    position the snapshot does not hold (to be read from the record)."""
+    """Jobs as folded up to ``position``, packed (:mod:`dispatch.core.compact`);
+    ``missing``: jobs of the record up to that position the snapshot does not hold (to be
+    read from the record)."""
 
     position: int
-    jobs: dict[str, Job]
+    jobs: dict[str, Packed]
     missing: list[str]
 
 
@@ -111,7 +118,7 @@ def snapshot_path(store: RecordStore) -> Path | None:
     return state_dir().parent / "snapshots" / f"{digest}.snapshot"
 
 
-def _header(store: RecordStore, position: int | None, body: bytes = b"") -> dict[str, object]:
+def _header(store: RecordStore, position: int | None, digest: str = "") -> dict[str, object]:
     """The snapshot's header; without ``position``, the fields a snapshot must match."""
     header: dict[str, object] = {
         "format": FORMAT,
@@ -121,7 +128,7 @@ def _header(store: RecordStore, position: int | None, body: bytes = b"") -> dict
     }
     if position is not None:
         header["position"] = position
-        header["sha256"] = hashlib.sha256(body).hexdigest()
+        header["sha256"] = digest
     return header
 
 
@@ -164,31 +171,46 @@ def _load(path: Path, store: RecordStore) -> Snapshot | None:
             log.info("snapshot %s set aside: not of this record's feed", path)
             return None
         file.seek(start)  # the same open file: a snapshot renamed over it meanwhile is not read
+        jobs: dict[str, Packed] = {}
         with collector_paused():
-            jobs = pickle.load(file)
-    from dispatch.core.job import Job
+            while file.peek(1):
+                part = pickle.load(file)
+                if type(part) is not dict:
+                    log.warning("snapshot %s set aside: not a snapshot's body", path)
+                    return None
+                jobs.update(part)
+    from dispatch.core.compact import JOB_ID, VERSION
 
-    if type(jobs) is not dict:
-        return None
     for job_id, job in jobs.items():
-        if type(job) is not Job or job.job_id != job_id or last.get(job_id) != job.version:
+        if type(job) is not tuple or job[JOB_ID] != job_id or last.get(job_id) != job[VERSION]:
             log.info("snapshot %s set aside: stale (job %s)", path, job_id)
             return None
     missing = [job_id for job_id in last if job_id not in jobs]
     return Snapshot(position=position, jobs=jobs, missing=missing)
 
 
-def save(path: Path, store: RecordStore, position: int, jobs: dict[str, Job]) -> bool:
+def save(path: Path, store: RecordStore, position: int, jobs: dict[str, Packed]) -> bool:
     """Write the snapshot (0600, renamed into place); False (logged) when it cannot."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         private_dirs(path.parent, "the snapshot's directory")
         fd = open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, "a snapshot")
-        body = pickle.dumps(jobs, protocol=pickle.HIGHEST_PROTOCOL)
-        with os.fdopen(fd, "wb") as file:
+        ids = list(jobs)
+        digest = hashlib.sha256()
+        # the body goes to an unnamed file first (the header, before it, holds its digest):
+        # never held whole in memory, it is as big as the jobs
+        with os.fdopen(fd, "wb") as file, tempfile.TemporaryFile(dir=path.parent) as body:
+            for start in range(0, len(ids), CHUNK):
+                part = pickle.dumps(
+                    {job_id: jobs[job_id] for job_id in ids[start : start + CHUNK]},
+                    protocol=pickle.HIGHEST_PROTOCOL,
+                )
+                digest.update(part)
+                body.write(part)
+            body.seek(0)
             file.write(MAGIC)
-            file.write(json.dumps(_header(store, position, body)).encode() + b"\n")
-            file.write(body)
+            file.write(json.dumps(_header(store, position, digest.hexdigest())).encode() + b"\n")
+            shutil.copyfileobj(body, file, 1 << 20)
         os.replace(temporary, path)
         return True
     except Exception as exc:  # a cache: failing to write one never stops a supervisor
