@@ -66,8 +66,6 @@ def main() -> int:
     if args.json:
         print(json.dumps({"rows": result.rows, "ticks": result.ticks}))
     campaign.cancel()
-    if campaign.resumed:
-        print(f"nodes Slurm drained (Kill task failed), resumed: {', '.join(campaign.resumed)}")
     if result.broke:
         print(f"the record and the supervisor's log are kept in {campaign.work}", file=sys.stderr)
         return 1

@@ -178,7 +178,8 @@ class Campaign:
         self.ticks: list[Tick] = []
         self.flaps: list[Flap] = []
         self.supervisor: subprocess.Popen[str] | None = None
-        #: nodes Slurm drained during the campaign, resumed by :meth:`cancel`
+        #: nodes Slurm drained during the campaign (once per drain), resumed once the
+        #: controller is back after each outage, while the jobs settle, and at the end
         self.resumed: list[str] = []
         #: whether the supervisor was still running when the campaign stopped it
         self.alive: bool | None = None
@@ -358,6 +359,7 @@ class Campaign:
         # backed off at most 300 s; generous on a loaded machine
         tick = self._wait_reaching_tick(flap.up, timeout=420)
         flap.recovered = tick is not None
+        self.resumed += self.resume_drained()
         if tick is None:
             flap.problems.append("the supervisor did not reach Slurm again after it came back")
 
@@ -397,7 +399,8 @@ class Campaign:
                 return True
             if self.supervisor is not None and self.supervisor.poll() is not None:
                 return False
-            time.sleep(2)
+            self.resumed += self.resume_drained()
+            time.sleep(5)
         return False
 
     def _stop_supervisor(self) -> None:
@@ -523,6 +526,7 @@ class Campaign:
             "jobs ended in time": ended,
             "adopted submissions": adopted,
             "outages after every job ended": sum(1 for f in self.flaps if f.idle),
+            "nodes Slurm drained (Kill task failed), resumed": len(self.resumed),
             "status words": sorted({f.status_words for f in self.flaps}),
             "problems": [p for f in self.flaps for p in f.problems][:10],
             **{k: v[:5] for k, v in bad.items() if v},
@@ -539,7 +543,7 @@ class Campaign:
             subprocess.run(
                 ["scancel", f"--name={names}"], capture_output=True, timeout=120, check=False
             )
-        self.resumed = self.resume_drained()
+        self.resumed += self.resume_drained()
 
     def resume_drained(self) -> list[str]:
         """Resume the nodes Slurm drained with "Kill task failed" (a step that could not
