@@ -279,8 +279,10 @@ def dispatch_prepare_array(
     members go as one array and shows each member's spec. Like :func:`dispatch_prepare`
     it may read the scheduler but never changes anything there or on disk.
 
+    :param group_id: the sweep's group id, as :func:`dispatch_submit_array` gets it.
     :param members: as :func:`dispatch_submit_array` gets them (every member of the
         sweep, in member order, at least two).
+    :param max_running: the sweep's bound on members running at once, or None.
     :return: a :class:`dispatch.Prepared` whose ``job_id`` is ``group_id`` (submission 1,
         not gated); None when these members cannot go as one array, exactly when
         :func:`dispatch_submit_array` would answer None (the dry run then shows each

@@ -38,6 +38,11 @@ def test_hook_specs_cover_declare_discover_submit_gate_stop_S30() -> None:
             # optional: a backend that does not implement them says so by omission
             "dispatch_validate",
             "dispatch_logs",
+            # with the arrays capability (a sweep's first submissions as one object); the
+            # prepare half optional, so the dry run shows the array that is sent
+            "dispatch_check_array",
+            "dispatch_submit_array",
+            "dispatch_prepare_array",
             # deprecated (replaced by dispatch_prepare), still honoured
             "dispatch_render",
         ]
@@ -56,6 +61,16 @@ def test_hook_specs_cover_declare_discover_submit_gate_stop_S30() -> None:
         "selection",
     ]
     assert list(inspect.signature(hookspecs.dispatch_discover).parameters) == ["job_ids"]
+    for hook in ("dispatch_submit_array", "dispatch_prepare_array"):
+        assert list(inspect.signature(getattr(hookspecs, hook)).parameters) == [
+            "group_id",
+            "members",
+            "max_running",
+        ]
+    assert list(inspect.signature(hookspecs.dispatch_check_array).parameters) == [
+        "size",
+        "max_running",
+    ]
 
 
 @pytest.mark.parametrize("hook", HOOKS)

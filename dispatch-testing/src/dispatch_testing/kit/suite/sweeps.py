@@ -7,8 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from dispatch import Backend, Capability, JobSpec, hookimpl
-from dispatch.model.spec import ArrayMember
+from dispatch import ArrayMember, Backend, Capability, JobSpec, Prepared, hookimpl
 
 from dispatch_testing.kit.harness import NotProvokable, Scenario
 from dispatch_testing.kit.suite.support import not_provokable
@@ -45,6 +44,14 @@ class _SweepPlugin(ProvokingPlugin):
     ) -> list[str] | None:
         self.arrays.append([m.job_id for m in members])
         return self.real.submit_array(group_id, members, max_running)
+
+    @hookimpl
+    def dispatch_prepare_array(
+        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+    ) -> Prepared | None:
+        if not self.real.prepares_arrays:
+            return None
+        return self.real.prepare_array(group_id, members, max_running)
 
 
 class SweepTests:
@@ -128,6 +135,37 @@ class SweepTests:
         assert seen == dict(zip(ids, objects, strict=True)), (
             f"discovery shows {seen}, the record {objects}"
         )
+
+    def test_a_sweeps_dry_run_builds_its_one_array_and_sends_nothing(self, kit: Kit) -> None:
+        """S-30: a backend that declares ``arrays`` and shows the array it sends
+        (``dispatch_prepare_array``, optional) builds one object named by the group for
+        the sweep's members and sends nothing: discovery finds no object under any
+        member. A backend without ``arrays`` is never asked (the core checks the
+        declaration first)."""
+        from dispatch.sweep import member_id, new_group_id
+
+        if Capability.ARRAYS not in kit.declarations.capabilities:
+            assert not kit.backend.prepares_arrays, "prepares arrays without declaring arrays"
+            return
+        if not kit.backend.prepares_arrays:
+            return  # optional: the dry run shows the members' specs instead
+        group_id = new_group_id()
+        quick = kit.harness.quick_spec()
+        members = [
+            ArrayMember(
+                job_id=member_id(group_id, i),
+                index=i,
+                spec=quick.model_copy(
+                    update={"env": {**quick.env, "DISPATCH_SWEEP_INDEX": str(i)}}
+                ),
+            )
+            for i in range(MEMBERS)
+        ]
+        prepared = kit.backend.prepare_array(group_id, members, MAX_RUNNING)
+        assert prepared is not None, "the kit's quick members could not share one array"
+        assert prepared.job_id == group_id, f"the array is named {prepared.job_id!r}"
+        found = kit.discover([m.job_id for m in members]).objects
+        assert not found, f"a dry run sent something: {found}"
 
 
 def check_arrays(kit: Kit, record: Any, declared: bool) -> None:
