@@ -1,5 +1,5 @@
 """A flapping API server, over real HTTP to the emulated cluster: the client honours
-``Retry-After`` up to a bound, a hung server costs one timeout and not one per call, an
+``Retry-After`` up to a bound, a hung server costs one timeout and then short probes, an
 error answer is never taken for an ending, and a short flapping campaign under a real
 ``dispatch supervise`` process ends every job as it would have (S-5)."""
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 from dispatch import Cause, CauseKind, JobSpec, Provenance, Resources, Unreachable
+from dispatch_kubeflow import kube
 from dispatch_kubeflow.backend import KubeflowBackend
 from dispatch_kubeflow.kube import MAX_RETRY_AFTER
 from dispatch_kubeflow_testing.emulator import Emulator
@@ -95,29 +96,32 @@ def test_errors_without_retry_after_and_refusals_are_asked_again_at_once(
     assert backend.dispatch_discover(job_ids=["job-1"]).objects == ()
 
 
-def test_a_hung_api_server_costs_one_timeout_not_one_per_call_S5(
-    clocked: tuple[KubeflowBackend, Clock], emulator: Emulator
+def test_after_a_timeout_calls_are_short_probes_and_a_server_back_is_used_at_once_S5(
+    make_backend: Callable[..., KubeflowBackend],
+    emulator: Emulator,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """S-5: a supervisor's tick asks for several things; once one call timed out, the
-    others fail at once for the read timeout's length, so the tick stays bounded."""
-    backend, clock = clocked
+    """S-5: once a call timed out, the next calls are still sent (a server that is back
+    must be used at once: a `status` right after a blip answers) but wait only
+    PROBE_TIMEOUT for an answer, so a hung server costs one full timeout, then short ones;
+    the first answer ends the outage."""
+    monkeypatch.setattr(kube, "PROBE_TIMEOUT", 0.2)
+    backend = make_backend(read_timeout=1.0, retries=0)
     object_id = backend.dispatch_submit(job_id="job-h", submission=1, spec=SPEC, gated=False)
     emulator.misbehave("hang")
-    with pytest.raises(Unreachable, match="timed out"):
+    with pytest.raises(Unreachable, match=r"timed out.*wait 0.2 s for an answer"):
         backend.dispatch_discover(job_ids=["job-h"])
-    for _ in range(5):
-        with pytest.raises(Unreachable, match=r"timed out.*not asked to"):
-            backend.dispatch_stop(object_id=object_id, cause=CANCEL)
     assert emulator.faults.held == 1
-    clock.now += 0.6
-    with pytest.raises(Unreachable, match="timed out"):
-        backend.dispatch_discover(job_ids=["job-h"])
-    assert emulator.faults.held == 2
+    for sent in range(2, 5):
+        with pytest.raises(Unreachable, match="timed out"):
+            backend.dispatch_stop(object_id=object_id, cause=CANCEL)
+        assert emulator.faults.held == sent, "a probe was not sent"
+    assert backend.kube.outage is not None and backend.kube.outage.timed_out
     emulator.behave()
-    clock.now += 0.6
     assert [v.object_id for v in backend.dispatch_discover(job_ids=["job-h"]).objects] == [
         object_id
     ]
+    assert backend.kube.outage is None, "the answer did not end the outage"
 
 
 @pytest.mark.parametrize("resource", ["trainjobs", "jobsets", "jobs", "pods", "nodes"])

@@ -7,11 +7,13 @@ Every call carries an explicit ``(connect, read)`` timeout tuple (kubernetes 35 
 a scalar) and the client retries only what is safe: connection attempts (nothing was
 sent) and nothing else, so a POST is never sent twice. An API server that cannot answer
 is not asked again sooner than it said (``Retry-After`` on a 429 or 5xx, honoured up to
-``MAX_RETRY_AFTER``), nor, after a call timed out, for the read timeout's length: the calls
-in between fail at once as ``Unreachable`` with its last words and since when, so a hung
-API server costs a supervisor's tick one timeout, not one per call (its other backends go
-on). Connection refusals and errors without ``Retry-After`` cost nothing to ask again and
-are asked again at once. Answers are read as raw JSON
+``MAX_RETRY_AFTER``): the calls in between fail at once as ``Unreachable`` with its last
+words and since when. After a call timed out, the next ones are probes: sent, but with a
+read timeout of at most ``PROBE_TIMEOUT``, until one is answered; so a hung API server
+costs one full timeout and then short ones, and one that is back is used at once (a
+window of refusals would keep saying "unreachable" for up to the read timeout after it
+answered again). Connection refusals and errors without ``Retry-After`` cost nothing to
+ask again and are asked again at once. Answers are read as raw JSON
 (``_preload_content=False``) so the classifier sees the same dicts for every kind and
 keeps fields newer than the client's models.
 """
@@ -46,6 +48,8 @@ CONTAINER = "node"
 LOG_CHUNK = 64 * 1024
 #: the longest ``Retry-After`` honoured: a server asking for more is asked again then
 MAX_RETRY_AFTER = 60.0
+#: the read timeout of a call made while the last one timed out (a probe)
+PROBE_TIMEOUT = 3.0
 
 
 def retry_after(exc: ApiException) -> float | None:
@@ -76,6 +80,8 @@ class Outage:
     since: datetime
     words: str
     until: float = 0.0
+    #: the last call timed out: the next ones are probes (a short read timeout)
+    timed_out: bool = False
 
 
 def server_message(exc: ApiException) -> str:
@@ -167,8 +173,9 @@ class Kube:
 
     def _response(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """The raw urllib3 response (unread), or ``Unreachable``/``ApiRefused``."""
-        self._not_now(what)
-        kwargs["_request_timeout"] = self.config.timeout
+        probing = self._not_now(what)
+        connect, read = self.config.timeout
+        kwargs["_request_timeout"] = (connect, min(read, PROBE_TIMEOUT) if probing else read)
         kwargs["_preload_content"] = False
         try:
             response = fn(*args, **kwargs)
@@ -186,32 +193,37 @@ class Kube:
             ) and not isinstance(reason, urllib3.exceptions.NewConnectionError)
             raise self._down(
                 f"cannot reach the Kubernetes API at {self.host} ({what}): {transport_words(exc)}",
-                self.config.read_timeout if timed_out else None,
+                None,
+                timed_out=timed_out,
             ) from exc
         self._answered()
         return response
 
-    def _not_now(self, what: str) -> None:
+    def _not_now(self, what: str) -> bool:
         """``Unreachable`` at once while the API server is not to be asked (it said when
-        to ask again, or its last call timed out)."""
+        to ask again); True when the call is a probe (the last one timed out)."""
         with self._outage_lock:
             outage = self.outage
             left = 0.0 if outage is None else outage.until - self.clock()
             if outage is None or left <= 0:
-                return
+                return outage is not None and outage.timed_out
         raise Unreachable(
             f"{outage.words} (unreachable since {outage.since.isoformat(timespec='seconds')}; "
             f"not asked to {what} for another {math.ceil(left)} s)"
         )
 
-    def _down(self, words: str, wait: float | None) -> Unreachable:
-        """Note the outage (``wait``: seconds not to ask again) and the error to raise."""
+    def _down(self, words: str, wait: float | None, *, timed_out: bool = False) -> Unreachable:
+        """Note the outage (``wait``: seconds not to ask again; ``timed_out``: the next
+        calls are probes) and the error to raise."""
         with self._outage_lock:
             since = self.outage.since if self.outage is not None else datetime.now(UTC)
             until = self.clock() + wait if wait else 0.0
-            self.outage = Outage(since=since, words=words, until=until)
+            self.outage = Outage(since=since, words=words, until=until, timed_out=timed_out)
         if wait:
             words += f" (not asked again for {math.ceil(wait)} s)"
+        elif timed_out:
+            limit = min(self.config.read_timeout, PROBE_TIMEOUT)
+            words += f" (the next calls wait {limit:g} s for an answer until one comes)"
         return Unreachable(words)
 
     def _answered(self) -> None:
