@@ -11,6 +11,7 @@ cd "$here"
 KUBE=dispatch-kubeflow-testing/scripts/start-kube.sh
 SLURM=dispatch-slurm/scripts/start-slurm.sh
 SLURM_MATRIX="26.05.3 24.11.7"
+OLD_TRAINERS="v2.0.1 v2.1.0"
 everything=$([ $# -eq 0 ] && echo yes || echo no)
 say() { printf '[test +%ss] %s\n' "$SECONDS" "$*" >&2; }
 
@@ -20,6 +21,10 @@ if [ "$everything" = yes ]; then
     # lowest priority in its own scheduling group, and overlaps everything below. On a warm
     # machine (binaries cached under /var/cache/dispatch/kube) it returns at once.
     bash "$KUBE" build --background
+    # the older Trainer releases the live kit also runs on (each its own plane, below)
+    for trainer in $OLD_TRAINERS; do
+        DISPATCH_KUBE_TRAINER=$trainer bash "$KUBE" build --background
+    done
     # The Slurm releases besides Debian's 22.05 that the live tier runs on here (the
     # newest and the oldest one still supported; 25.11.7 runs in `tox -e slurm-matrix`):
     # built from their release tarballs, also detached at the lowest priority. Without
@@ -60,6 +65,21 @@ kube_log=$(mktemp /tmp/dispatch-kube-live.XXXXXX.log)
         dispatch-kubeflow/tests dispatch-kubeflow-testing/tests
     say "the conformance kit's live tier against the real control plane"
     .venv/bin/dispatch-conformance kubeflow --live -q
+    # Trainer 2.0.1 and 2.1.0: the kit alone, each on a plane of its own beside the
+    # default one (own state and ports), stopped after
+    offset=6000
+    for trainer in $OLD_TRAINERS; do
+        say "the conformance kit's live tier on Trainer $trainer"
+        export DISPATCH_KUBE_TRAINER=$trainer DISPATCH_KUBE_PORT_OFFSET=$offset \
+            DISPATCH_KUBE_RUN=/var/tmp/dispatch-kube-$trainer
+        bash "$KUBE" start
+        rc=0
+        .venv/bin/dispatch-conformance kubeflow --live -q || rc=$?
+        bash "$KUBE" stop
+        unset DISPATCH_KUBE_TRAINER DISPATCH_KUBE_PORT_OFFSET DISPATCH_KUBE_RUN
+        [ "$rc" = 0 ]
+        offset=$((offset + 1000))
+    done
 ) >"$kube_log" 2>&1 &
 kube_pid=$!
 # The other Slurm releases, side by side: each its own 4-node cluster beside the 22.05 one
