@@ -75,7 +75,7 @@ def test_a_single_tick_records_its_stop_so_nobody_is_named_after_it_exits(
 ) -> None:
     """``supervise --once`` (cron's way) beats and then records its stop: status does not
     name the exited process as the job's supervisor for the rest of its lease."""
-    job = client.submit(["sleep", "300"], start=False)
+    job = client.submit(["true"], start=False)
     client.supervise(once=True)
     (beat,) = client.store.beats()
     assert beat.stopped_at is not None, "a single tick left its beat running"
