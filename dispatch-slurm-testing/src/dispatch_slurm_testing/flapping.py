@@ -68,7 +68,7 @@ class Plan:
     job_seconds: tuple[int, int] = (40, 150)
     interval: float = 2.0
     lease: float = 60.0
-    settle: float = 900.0
+    settle: float = 1800.0
     seed: int = 1
 
 
