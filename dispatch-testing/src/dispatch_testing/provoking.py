@@ -12,8 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dispatch import Backend, Cause, Declarations, Discovery, JobSpec, LogSelection, hookimpl
-from dispatch.model.spec import ArrayMember
+from dispatch import (
+    ArrayMember,
+    Backend,
+    Cause,
+    Declarations,
+    Discovery,
+    JobSpec,
+    LogSelection,
+    Prepared,
+    hookimpl,
+)
 
 from dispatch_testing.kit.harness import Harness, Provoked, Scenario
 
@@ -87,3 +96,11 @@ class ProvokingPlugin:
         self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
     ) -> list[str] | None:
         return self.real.submit_array(group_id, members, max_running)
+
+    @hookimpl
+    def dispatch_prepare_array(
+        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
+    ) -> Prepared | None:
+        if not self.real.prepares_arrays:
+            return None  # the optional half: a backend without it shows the members' specs
+        return self.real.prepare_array(group_id, members, max_running)

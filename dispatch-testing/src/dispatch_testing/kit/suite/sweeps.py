@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from dispatch import ArrayMember, Backend, Capability, JobSpec, Prepared, hookimpl
+from dispatch import ArrayMember, Backend, Capability, JobSpec, hookimpl
 
 from dispatch_testing.kit.harness import NotProvokable, Scenario
 from dispatch_testing.kit.suite.support import not_provokable
@@ -35,23 +35,11 @@ class _SweepPlugin(ProvokingPlugin):
         return super().dispatch_submit(job_id, submission, spec, gated)
 
     @hookimpl
-    def dispatch_check_array(self, size: int, max_running: int | None) -> None:
-        self.real.check_array(size, max_running)
-
-    @hookimpl
     def dispatch_submit_array(
         self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
     ) -> list[str] | None:
         self.arrays.append([m.job_id for m in members])
         return self.real.submit_array(group_id, members, max_running)
-
-    @hookimpl
-    def dispatch_prepare_array(
-        self, group_id: str, members: Sequence[ArrayMember], max_running: int | None
-    ) -> Prepared | None:
-        if not self.real.prepares_arrays:
-            return None
-        return self.real.prepare_array(group_id, members, max_running)
 
 
 class SweepTests:
