@@ -17,53 +17,34 @@ is timed: wall from its start to its line, CPU of the supervisor between two lin
 worst ticks while the API server misbehaved and while it was well are reported, never
 asserted.
 
-Used by ``benchmarks/kube_flapping.py`` (the full campaign) and by dispatch-kubeflow's
-offline test (a shorter one).
+The driver is :mod:`dispatch_testing.campaign`; what is Kubeflow's own is here. Used by
+``benchmarks/kube_flapping.py`` (the full campaign) and by dispatch-kubeflow's offline
+test (a shorter one).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import random
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from dispatch_kubeflow import tags
+from dispatch_testing import campaign
+from dispatch_testing.campaign import Flap, Result, Tick
 
 from dispatch_kubeflow_testing.emulator import Emulator
 
-DISPATCH = str(Path(sys.executable).with_name("dispatch"))
-#: the ways the API server misbehaves, in turns
-MODES = ("refuse", "hang", "500", "429")
+__all__ = ["LABELS", "MODES", "Campaign", "Flap", "Plan", "Result", "Tick"]
+
+#: the ways the API server misbehaves, in turns, and their rows in the table
 LABELS = {
     "refuse": "API server refusing connections",
     "hang": "API server hung (accepts, never answers)",
     "500": "API server answering 500",
     "429": "API server answering 429, Retry-After",
 }
-#: the events of a job that ran once and succeeded: anything else changed its story
-PLAIN = {"job-created", "submission-requested", "submission-created", "outcome-committed"}
-POLICY = """\
-[[rule]]
-on = ["preempted", "node-lost", "out-of-memory", "time-limit", "non-zero-exit",
-      "launch-failed", "no-capacity"]
-action = "resubmit"
-budget = 3
-
-[[rule]]
-on = ["unknown"]
-action = "hold"
-"""
-_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+MODES = tuple(LABELS)
 
 
 @dataclass
@@ -85,124 +66,39 @@ class Plan:
     seed: int = 1
 
 
-@dataclass
-class Tick:
-    at: datetime
-    done: datetime
-    cpu: float
-    unreachable: dict[str, str]
-    appended: int
+class Campaign(campaign.Campaign[Plan, float]):
+    """One campaign on an emulated cluster it starts (and stops in :meth:`cancel`); its
+    jobs are kept with the seconds each runs."""
 
-    @property
-    def wall(self) -> float:
-        return (self.done - self.at).total_seconds()
-
-
-@dataclass
-class Flap:
-    mode: str
-    down: datetime
-    up: datetime | None = None
-    #: the supervisor went on ticking and reached the API server again after it was well
-    recovered: bool = False
-    status_ok: bool = False
-    status_kept_record: bool = False
-    status_words: str = ""
-    #: every job had ended: the outage found nothing to ask about
-    idle: bool = False
-    problems: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Result:
-    rows: list[dict[str, object]]
-    ticks: dict[str, dict[str, float]]
-    details: dict[str, Any]
-
-    @property
-    def broke(self) -> int:
-        return sum(int(str(r["broke"])) for r in self.rows)
-
-    def table(self) -> str:
-        width = max(len(str(r["what"])) for r in self.rows)
-        lines = [f"{'':{width}}  {'tried':>6}  {'survived':>8}  {'broke':>5}"]
-        lines += [
-            f"{r['what']!s:{width}}  {r['tried']:>6}  {r['survived']:>8}  {r['broke']:>5}"
-            for r in self.rows
-        ]
-        lines.append("")
-        lines.append(f"{'worst tick':{width}}  {'ticks':>6}  {'wall s':>8}  {'CPU s':>5}")
-        for when, t in self.ticks.items():
-            lines.append(
-                f"{'while ' + when:{width}}  {int(t['ticks']):>6}  {t['wall']:>8.1f}  "
-                f"{t['cpu']:>5.2f}"
-            )
-        return "\n".join(lines)
-
-
-def _cpu(pid: int) -> float:
-    """CPU seconds of ``pid`` and its waited-for children."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return sum(int(v) for v in fields[11:15]) / _TICKS_PER_SECOND
-
-
-def _worst(ticks: list[Tick]) -> dict[str, float]:
-    return {
-        "ticks": len(ticks),
-        "wall": max((t.wall for t in ticks), default=0.0),
-        "cpu": max((t.cpu for t in ticks), default=0.0),
+    backend = "kubeflow"
+    flap_labels = LABELS
+    tick_names: ClassVar[dict[str, str]] = {
+        mode: label.removeprefix("API server ") for mode, label in LABELS.items()
     }
-
-
-class Campaign:
-    """One campaign on an emulated cluster it starts (and stops in :meth:`cancel`)."""
+    well = "well"
+    went_down = "the API server began to misbehave"
+    not_reached = "the supervisor did not reach the API server again"
 
     def __init__(self, plan: Plan, say: Any = None) -> None:
-        self.plan = plan
-        self.say = say or (lambda text: None)
-        self.rng = random.Random(plan.seed)
-        self.work = Path(tempfile.mkdtemp(prefix="dispatch-kube-flapping-"))
+        super().__init__(plan, self.workdir("dispatch-kube-flapping-"), say)
         self.emulator = Emulator().start()
         kubeconfig = self.emulator.write_kubeconfig(self.work / "kubeconfig")
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("DISPATCH_")}
         self.env |= {
-            "DISPATCH_STORE": f"sqlite:///{self.work / 'record.db'}",
-            "XDG_STATE_HOME": str(self.work / "state"),
-            "XDG_CONFIG_HOME": str(self.work / "config"),
             "DISPATCH_KUBEFLOW_KUBECONFIG": str(kubeconfig),
             "DISPATCH_KUBEFLOW_IMAGE": "ghcr.io/acme/train:1.4",
             "DISPATCH_KUBEFLOW_RETRIES": "1",
             "DISPATCH_KUBEFLOW_CONNECT_TIMEOUT": f"{plan.connect_timeout:g}",
             "DISPATCH_KUBEFLOW_READ_TIMEOUT": f"{plan.read_timeout:g}",
         }
-        self.jobs: dict[str, float] = {}  # job id -> seconds it runs
-        self.ticks: list[Tick] = []
-        self.flaps: list[Flap] = []
-        self.supervisor: subprocess.Popen[str] | None = None
-        #: whether the supervisor was still running when the campaign stopped it
-        self.alive: bool | None = None
-        self._lock = threading.Lock()
-        self._tick_seen = threading.Condition(self._lock)
         self._running_since: dict[str, float] = {}  # TrainJob name -> when seen running
         self._succeeded: set[str] = set()
         self._done = threading.Event()
         self._cluster: threading.Thread | None = None
 
-    # ------------------------------------------------------------------ pieces
-    def _store(self) -> Any:
-        from dispatch.store import open_store
-
-        return open_store(self.env["DISPATCH_STORE"])
-
     def record(self) -> None:
-        """Record the jobs (none submitted: the supervisor makes every submission)."""
         from dispatch import Client
 
-        policy = self.work / "policy.toml"
-        policy.write_text(POLICY)
+        policy = self.write_policy()
         low, high = self.plan.job_seconds
         with Client(self.env["DISPATCH_STORE"]) as client:
             for i in range(self.plan.jobs):
@@ -215,6 +111,12 @@ class Campaign:
                     resources={"nodes": 1 + i % 2, "gpus_per_node": 8},
                 )
                 self.jobs[handle.job_id] = round(self.rng.uniform(low, high), 1)
+
+    def misbehave(self, mode: str) -> None:
+        self.emulator.misbehave(mode, retry_after=self.plan.retry_after)
+
+    def behave(self, mode: str) -> None:
+        self.emulator.behave()
 
     def _job_of(self, name: str) -> str | None:
         labels = self.emulator.trainjob(name)["metadata"].get("labels") or {}
@@ -243,207 +145,6 @@ class Campaign:
         self._cluster = threading.Thread(target=self._run_cluster, daemon=True)
         self._cluster.start()
 
-    def start_supervisor(self) -> None:
-        p = self.plan
-        argv = [DISPATCH, "supervise", "--interval", f"{p.interval:g}", "--lease"]
-        self.supervisor = subprocess.Popen(
-            [*argv, f"{p.lease:g}", "--json"],
-            env=self.env,
-            cwd=self.work,
-            stdout=subprocess.PIPE,
-            stderr=open(self.work / "supervisor.log", "w"),
-            text=True,
-        )
-        threading.Thread(target=self._read_ticks, daemon=True).start()
-
-    def _read_ticks(self) -> None:
-        proc = self.supervisor
-        assert proc is not None and proc.stdout is not None
-        last = _cpu(proc.pid)
-        for line in proc.stdout:
-            done = datetime.now(UTC)
-            now = _cpu(proc.pid)
-            try:
-                report = json.loads(line)
-            except ValueError:
-                continue
-            tick = Tick(
-                at=datetime.fromisoformat(report["at"]),
-                done=done,
-                cpu=now - last,
-                unreachable=dict(report.get("unreachable") or {}),
-                appended=int(report.get("appended") or 0),
-            )
-            last = now
-            with self._tick_seen:
-                self.ticks.append(tick)
-                self._tick_seen.notify_all()
-
-    def _wait_tick(self, started_after: datetime, timeout: float) -> Tick | None:
-        """The first tick that started after ``started_after``, once it has ended."""
-        deadline = time.monotonic() + timeout
-        with self._tick_seen:
-            while True:
-                for tick in self.ticks:
-                    if tick.at > started_after:
-                        return tick
-                left = deadline - time.monotonic()
-                if left <= 0 or (
-                    self.supervisor is not None and self.supervisor.poll() is not None
-                ):
-                    return None
-                self._tick_seen.wait(min(left, 1.0))
-
-    def _wait_reaching_tick(self, after: datetime, timeout: float) -> Tick | None:
-        """The first tick after ``after`` that asked the API server and got an answer."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            tick = self._wait_tick(after, deadline - time.monotonic())
-            if tick is None:
-                return None
-            if "kubeflow" not in tick.unreachable:
-                return tick
-            after = tick.at
-        return None
-
-    def _events(self) -> dict[str, list[Any]]:
-        store = self._store()
-        try:
-            return {job_id: list(store.read(job_id)) for job_id in self.jobs}
-        finally:
-            store.close()
-
-    def _status_while_down(self, flap: Flap) -> None:
-        """``dispatch status`` of a job not ended: the record's view, the scheduler's words
-        and exit 3, nothing appended. Runs once a tick that started after the API server
-        began to misbehave has ended (the supervisor's appends have stopped)."""
-        before = self._events()
-        candidates = [
-            j
-            for j, events in before.items()
-            if not any(e.type == "outcome-committed" for e in events)
-        ]
-        if not candidates:
-            flap.idle = True
-            return
-        job_id = self.rng.choice(sorted(candidates))
-        done = subprocess.run(
-            [DISPATCH, "status", job_id, "--json", "--timeout", "60"],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            cwd=self.work,
-            timeout=300,
-            check=False,
-        )
-        after = self._events()
-        flap.status_kept_record = after == before
-        if not flap.status_kept_record:
-            changed = [j for j in after if after[j] != before.get(j)]
-            flap.problems.append(f"the record changed while down: {changed}")
-        try:
-            shown = json.loads(done.stdout)
-        except ValueError:
-            flap.problems.append(f"status {job_id} exit {done.returncode}: {done.stderr[-300:]}")
-            return
-        away = shown.get("unreachable") or {}
-        recorded = [e.object_id for e in before[job_id] if e.type == "submission-created"]
-        shown_ids = [s.get("object_id") for s in shown.get("submissions", [])]
-        flap.status_words = str(away.get("words", ""))
-        checks = {
-            "exit 3": done.returncode == 3,
-            "unreachable with words": bool(away.get("words")) and away.get("backend") == "kubeflow",
-            "since when": bool(away.get("since")),
-            "the job shown": shown.get("job_id") == job_id and bool(shown.get("state")),
-            "its submissions as recorded": shown_ids == recorded,
-        }
-        flap.problems += [f"status {job_id}: not {what}" for what, ok in checks.items() if not ok]
-        flap.status_ok = all(checks.values())
-
-    def flap(self, mode: str) -> Flap:
-        self.emulator.misbehave(mode, retry_after=self.plan.retry_after)
-        flap = Flap(mode=mode, down=datetime.now(UTC))
-        self.flaps.append(flap)
-        began = time.monotonic()
-        try:
-            tick = self._wait_tick(flap.down, timeout=180)
-            if tick is None:
-                flap.problems.append("no tick ended after the API server began to misbehave")
-            else:
-                self._status_while_down(flap)
-                if not flap.idle and "kubeflow" not in tick.unreachable:
-                    flap.problems.append("a tick while down did not say kubeflow is unreachable")
-            left = self.plan.down - (time.monotonic() - began)
-            if left > 0:
-                time.sleep(left)
-        finally:
-            self.emulator.behave()
-            flap.up = datetime.now(UTC)
-        return flap
-
-    def _check_recovered(self, flap: Flap) -> None:
-        assert flap.up is not None
-        # the supervisor backs off up to 300 s; generous on a loaded machine
-        tick = self._wait_reaching_tick(flap.up, timeout=420)
-        flap.recovered = tick is not None
-        if tick is None:
-            flap.problems.append("the supervisor did not reach the API server again")
-
-    # ------------------------------------------------------------------ the campaign
-    def run(self) -> Result:
-        p = self.plan
-        self.record()
-        self.say(f"recorded {len(self.jobs)} jobs in {self.work}")
-        self.start_cluster()
-        self.start_supervisor()
-        started = time.monotonic()
-        period = p.span / max(p.flaps, 1)
-        try:
-            if self._wait_tick(datetime(1970, 1, 1, tzinfo=UTC), timeout=180) is None:
-                raise RuntimeError(f"the supervisor never ticked: {self.work}/supervisor.log")
-            for n in range(p.flaps):
-                gap = started + n * period + self.rng.uniform(0, period / 3) - time.monotonic()
-                if gap > 0:
-                    time.sleep(gap)
-                flap = self.flap(MODES[n % len(MODES)])
-                self._check_recovered(flap)
-                self.say(
-                    f"flap {n + 1}/{p.flaps} {flap.mode}: down "
-                    f"{(flap.up - flap.down).total_seconds() if flap.up else 0:.0f} s; "
-                    f"status said {flap.status_words!r}; problems {flap.problems}"
-                )
-            flapped = time.monotonic() - started
-            ended = self._settle(p.settle)
-        finally:
-            self._stop_supervisor()
-        return self._result(flapped, ended)
-
-    def _settle(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            events = self._events()
-            if all(any(e.type == "outcome-committed" for e in ev) for ev in events.values()):
-                return True
-            if self.supervisor is not None and self.supervisor.poll() is not None:
-                return False
-            with self._tick_seen:
-                self._tick_seen.wait(2.0)
-        return False
-
-    def _stop_supervisor(self) -> None:
-        proc = self.supervisor
-        if proc is None:
-            return
-        if self.alive is None:
-            self.alive = proc.poll() is None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(60)
-
     def _created(self) -> dict[str, list[str]]:
         """The TrainJobs the API server created for each job, by name."""
         made: dict[str, list[str]] = {j: [] for j in self.jobs}
@@ -459,88 +160,16 @@ class Campaign:
                 made[job_id].append(str(meta.get("name")))
         return made
 
-    def _result(self, flapped: float, ended: bool) -> Result:
-        events = self._events()
-        created_objects = self._created()
-        bad: dict[str, list[str]] = {k: [] for k in ("recovered", "cause", "lost", "ended", "made")}
-        adopted = 0
+    def judge(self, object_ids: dict[str, str | None]) -> list[tuple[str, str, list[str]]]:
+        """Each job's one submission created one TrainJob, the one it recorded."""
+        created = self._created()
+        not_one: list[str] = []
         for job_id in self.jobs:
-            ev = events[job_id]
-            types = [e.type for e in ev]
-            created = [e for e in ev if e.type == "submission-created"]
-            adopted += sum(1 for e in created if e.adopted)
-            outcome = [e for e in ev if e.type == "outcome-committed"]
-            if "recovery-started" in types:
-                bad["recovered"].append(job_id)
-            if set(types) - PLAIN or any(o.cause.kind.value != "none" for o in outcome):
-                bad["cause"].append(f"{job_id}: {[t for t in types if t not in PLAIN]}")
-            if [e.seq for e in ev] != list(range(1, len(ev) + 1)) or types.count(
-                "job-created"
-            ) != 1:
-                bad["lost"].append(f"{job_id}: seqs {[e.seq for e in ev]}")
-            if len(outcome) != 1 or outcome[0].state.value != "succeeded" or len(created) != 1:
-                bad["ended"].append(f"{job_id}: {types}")
-            made = created_objects[job_id]
-            object_id = created[0].object_id if len(created) == 1 else None
+            made = created[job_id]
+            object_id = object_ids[job_id]
             if len(made) != 1 or object_id is None or not object_id.endswith("/" + made[0]):
-                bad["made"].append(f"{job_id} ({object_id}): {made}")
-        n = len(self.jobs)
-
-        def row(what: str, tried: int, broke: int) -> dict[str, object]:
-            return {"what": what, "tried": tried, "survived": tried - broke, "broke": broke}
-
-        rows = []
-        for mode in MODES:
-            mine = [f for f in self.flaps if f.mode == mode]
-            rows.append(
-                row(f"flap: {LABELS[mode]}", len(mine), sum(1 for f in mine if not f.recovered))
-            )
-        asked = [f for f in self.flaps if not f.idle]
-        rows += [
-            row(
-                "status while down: record, words, exit 3",
-                len(asked),
-                sum(1 for f in asked if not f.status_ok),
-            ),
-            row(
-                "status while down: nothing appended",
-                len(asked),
-                sum(1 for f in asked if not f.status_kept_record),
-            ),
-            row("jobs: no recovery", n, len(bad["recovered"])),
-            row("jobs: no cause changed", n, len(bad["cause"])),
-            row("jobs: no event lost", n, len(bad["lost"])),
-            row("jobs: succeeded, one submission", n, len(bad["ended"])),
-            row("jobs: one TrainJob created", n, len(bad["made"])),
-            row("supervisor: alive throughout", 1, 0 if self.alive else 1),
-        ]
-        spans = [(f.down, f.up or datetime.now(UTC)) for f in self.flaps]
-
-        def during(tick: Tick, mode: str | None) -> bool:
-            return any(
-                tick.at < up and tick.done > down
-                for f, (down, up) in zip(self.flaps, spans, strict=True)
-                if mode is None or f.mode == mode
-            )
-
-        ticks = {
-            LABELS[mode].removeprefix("API server "): _worst(
-                [t for t in self.ticks if during(t, mode)]
-            )
-            for mode in MODES
-        }
-        ticks["well"] = _worst([t for t in self.ticks if not during(t, None)])
-        details = {
-            "flapping s": round(flapped, 1),
-            "jobs ended in time": ended,
-            "adopted submissions": adopted,
-            "outages after every job ended": sum(1 for f in self.flaps if f.idle),
-            "status words": sorted({f.status_words for f in self.flaps}),
-            "problems": [p for f in self.flaps for p in f.problems][:10],
-            **{k: v[:5] for k, v in bad.items() if v},
-            "work": str(self.work),
-        }
-        return Result(rows=rows, ticks=ticks, details=details)
+                not_one.append(f"{job_id} ({object_id}): {made}")
+        return [("made", "one TrainJob created", not_one)]
 
     def cancel(self) -> None:
         """Stop the supervisor if it still runs, and the cluster."""
@@ -549,7 +178,3 @@ class Campaign:
         if self._cluster is not None:
             self._cluster.join(timeout=60)
         self.emulator.stop()
-
-    def remove(self) -> None:
-        """Remove the campaign's directory (its record and logs)."""
-        shutil.rmtree(self.work, ignore_errors=True)
