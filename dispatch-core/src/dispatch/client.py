@@ -217,6 +217,12 @@ class Sweep:
         return [m.job_id for m in self.members]
 
 
+def _runs_script(fields: Mapping[str, object]) -> bool:
+    """Whether a sweep's template runs a script (its values then reach it through the
+    environment, not placeholders in its argv)."""
+    return fields.get("script") is not None or fields.get("script_file") is not None
+
+
 def _check_max_running(max_running: int | None) -> None:
     if max_running is not None and (
         isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1
@@ -512,7 +518,7 @@ class Client:
             policy=policy,
             max_running=max_running,
             start=start,
-            script=fields.get("script") is not None or fields.get("script_file") is not None,
+            script=_runs_script(fields),
         )
 
     def sweep_specs(
@@ -711,7 +717,7 @@ class Client:
             backend=backend,
             policy=policy,
             max_running=max_running,
-            script=fields.get("script") is not None or fields.get("script_file") is not None,
+            script=_runs_script(fields),
         )
 
     def dry_run_sweep_spec(
@@ -796,7 +802,6 @@ class Client:
         table = args.pop("sweep", None)
         if table is None:
             raise BadInput(f"{path}: the file has no [sweep] table: use submit_file")
-        script = args.get("script") is not None or args.get("script_file") is not None
         return client.sweep_spec(
             client.spec(**args),
             table["grid"],
@@ -804,7 +809,7 @@ class Client:
             policy=policy,
             max_running=table.get("max_running"),
             start=start,
-            script=script,
+            script=_runs_script(args),
         )
 
     def dry_run_sweep_file(self, path: str | os.PathLike[str], **overrides: Any) -> SweepDryRun:
@@ -815,14 +820,13 @@ class Client:
         table = args.pop("sweep", None)
         if table is None:
             raise BadInput(f"{path}: the file has no [sweep] table: use dry_run_file")
-        script = args.get("script") is not None or args.get("script_file") is not None
         return client.dry_run_sweep_spec(
             client.spec(**args),
             table["grid"],
             backend=backend,
             policy=policy,
             max_running=table.get("max_running"),
-            script=script,
+            script=_runs_script(args),
         )
 
     def dry_run_file(self, path: str | os.PathLike[str], **overrides: Any) -> DryRun:
