@@ -21,10 +21,6 @@ if [ "$everything" = yes ]; then
     # lowest priority in its own scheduling group, and overlaps everything below. On a warm
     # machine (binaries cached under /var/cache/dispatch/kube) it returns at once.
     bash "$KUBE" build --background
-    # the older Trainer releases the live kit also runs on (each its own plane, below)
-    for trainer in $OLD_TRAINERS; do
-        DISPATCH_KUBE_TRAINER=$trainer bash "$KUBE" build --background
-    done
     # The Slurm releases besides Debian's 22.05 that the live tier runs on here (the
     # newest and the oldest one still supported; 25.11.7 runs in `tox -e slurm-matrix`):
     # built from their release tarballs, also detached at the lowest priority. Without
@@ -60,6 +56,13 @@ kube_log=$(mktemp /tmp/dispatch-kube-live.XXXXXX.log)
     set -e
     say "Kubernetes control plane (waits for the build started above)"
     bash "$KUBE"
+    # the older Trainer releases the kit also runs on (below), built now, in the background,
+    # while the live tier runs: after the default plane's build they share its compiled
+    # Kubernetes in the Go cache (started beside it on a cold machine, all three would
+    # compile Kubernetes at once)
+    for trainer in $OLD_TRAINERS; do
+        DISPATCH_KUBE_TRAINER=$trainer bash "$KUBE" build --background
+    done
     say "Kubeflow live tier: the adapter's live tests and the promises on the real controllers"
     .venv/bin/python -m pytest -q -p no:cacheprovider -m "live(server='kubeflow')" \
         dispatch-kubeflow/tests dispatch-kubeflow-testing/tests
