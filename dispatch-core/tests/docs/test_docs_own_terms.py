@@ -44,6 +44,6 @@ def test_the_patterns_catch_what_they_are_for() -> None:
     slash = "/"  # split, so this file names no such path itself
     assert MACHINE_PATH.search(f"see {slash}work/main/.venv/postgres-dsn")
     assert MACHINE_PATH.search(f"(`{slash}root/.local/share/dispatch`)")
-    assert not MACHINE_PATH.search("sqlite:///home/you/record.db or ./work/x")
+    assert not MACHINE_PATH.search(f"sqlite:{slash * 3}home/you/record.db or .{slash}work/x")
     assert TRACKER.search("garbage collection (issue 15.12)")
     assert not TRACKER.search(UPSTREAM.sub("", "the JobSet lags (jobset issue #928)"))
