@@ -235,6 +235,11 @@ class Backend:
     def validate(self, spec: JobSpec) -> None:
         self._call("dispatch_validate", spec=spec)
 
+    def check(self, spec: JobSpec) -> None:
+        """The optional ``dispatch_check``: refuse what the scheduler's present state
+        makes impossible (nothing to check for a backend without the hook)."""
+        self._call("dispatch_check", spec=spec)
+
     def render(self, job_id: str, submission: int, spec: JobSpec, gated: bool) -> str | None:
         """The deprecated ``dispatch_render``'s text; None when it is not implemented."""
         result = self._call(

@@ -436,7 +436,9 @@ class Client:
         chosen = self.policy(policy)
         plan = bind_plan(self.registry, name, chosen)
         check_spec(self.registry, name, spec)
-        self.registry.get(name).validate(spec)
+        selected = self.registry.get(name)
+        selected.validate(spec)
+        selected.check(spec)  # may read the scheduler: last, after every check that does not
         return name, plan
 
     def submit(

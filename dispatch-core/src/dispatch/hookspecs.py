@@ -306,6 +306,33 @@ def dispatch_validate(spec: JobSpec) -> None:
     """
 
 
+@needed("optional")
+@hookspec(firstresult=True)
+def dispatch_check(spec: JobSpec) -> None:
+    """Refuse what the scheduler's present state makes impossible, before anything is
+    recorded (optional): a queue, partition or priority class the job names that does
+    not exist there, a feature of the scheduler the job asks for that is not installed.
+
+    Called by ``dispatch submit`` (``--dry-run``, ``--save`` and ``--sweep`` too) and by
+    every :class:`dispatch.Client` method that records a job or shows a dry run, once per
+    job or sweep, right after :func:`dispatch_validate` accepted the spec (for a sweep,
+    the first member's: members differ in command, name and environment only). Unlike
+    :func:`dispatch_validate` it may read the scheduler, and only read it: list what
+    exists in one call per kind (so a refusal can name the alternatives), never create
+    or change anything. A backend that leaves it out is checked when its submit is
+    refused instead (the job is then recorded, its first submission ``launch-failed``).
+
+    :param spec: the spec as :func:`dispatch_validate` saw it.
+    :return: None when the scheduler can take the job as it is now.
+    :raises BadInput: what the job names that the scheduler does not have, and where it
+        was given, with what the scheduler has instead (e.g. "-o queue='team-x': no
+        LocalQueue of that name in namespace default (it has: team-a, team-b)").
+        Nothing is recorded.
+    :raises Unreachable: the scheduler could not be read now; nothing is recorded and the
+        message says the check could not be made.
+    """
+
+
 @needed("deprecated")
 @hookspec(
     firstresult=True,

@@ -27,9 +27,11 @@ docstring per hook); ``docs/adapters.md`` holds its table and what to report.
            def dispatch_stop(self, object_id, cause): ...  # idempotent
 
    ``dispatch_open_gate`` and ``dispatch_logs`` come with the ``gating`` and ``logs``
-   capabilities; ``dispatch_validate`` is optional. A backend may implement the one-step
-   ``dispatch_submit`` instead of ``dispatch_prepare`` and ``dispatch_send``: it works the
-   same, and its dry run shows the spec instead of what is sent.
+   capabilities; ``dispatch_validate`` (the spec alone) and ``dispatch_check`` (the
+   scheduler's present state: does the queue it names exist?) are optional. A backend
+   may implement the one-step ``dispatch_submit`` instead of ``dispatch_prepare`` and
+   ``dispatch_send``: it works the same, and its dry run shows the spec instead of what
+   is sent.
 
 3. Report each scheduler answer as ``docs/adapters.md`` says (one example object per row).
 

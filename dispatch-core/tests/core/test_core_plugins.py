@@ -38,6 +38,8 @@ def test_hook_specs_cover_declare_discover_submit_gate_stop_S30() -> None:
             # optional: a backend that does not implement them says so by omission
             "dispatch_validate",
             "dispatch_logs",
+            # optional, may read the scheduler: what its present state makes impossible
+            "dispatch_check",
             # with the arrays capability (a sweep's first submissions as one object); the
             # prepare half optional, so the dry run shows the array that is sent
             "dispatch_check_array",
@@ -61,6 +63,7 @@ def test_hook_specs_cover_declare_discover_submit_gate_stop_S30() -> None:
         "selection",
     ]
     assert list(inspect.signature(hookspecs.dispatch_discover).parameters) == ["job_ids"]
+    assert list(inspect.signature(hookspecs.dispatch_check).parameters) == ["spec"]
     for hook in ("dispatch_submit_array", "dispatch_prepare_array"):
         assert list(inspect.signature(getattr(hookspecs, hook)).parameters) == [
             "group_id",
