@@ -10,6 +10,12 @@
 #   start-kube.sh stop       stop every process this script started (state is kept)
 #   start-kube.sh reset      stop and delete the state (etcd data, certificates)
 #   start-kube.sh env        print the variables a client needs (KUBECONFIG=...)
+#   start-kube.sh apiserver stop|start|freeze|thaw
+#                            this run dir's kube-apiserver only (the other processes and
+#                            etcd's state stay): stop (SIGTERM, SIGKILL after 5 s; a
+#                            frozen one is thawed first), start it again and wait until it
+#                            is ready (a frozen one is thawed), freeze (SIGSTOP: its
+#                            sockets stay open, calls time out), thaw (SIGCONT)
 #
 # Idempotent: a second run with everything up only checks it and prints the same env.
 # Fails loudly: any step that does not work stops the script with what failed and where
@@ -602,17 +608,7 @@ start() {
     --unsafe-no-fsync --quota-backend-bytes 2147483648 --log-level warn
   wait_for etcd 30 alive_and etcd curl -sf --max-time 2 "http://127.0.0.1:$ETCD_PORT/health"
 
-  launch kube-apiserver --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
-    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-    --client-ca-file "$PKI/ca.crt" --authorization-mode RBAC \
-    --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
-    --default-not-ready-toleration-seconds 10 --default-unreachable-toleration-seconds 10 \
-    --endpoint-reconciler-type none \
-    --cert-dir "$RUN/apiserver-certs" --profiling=false --v 1
-  wait_for kube-apiserver 120 alive_and kube-apiserver kcurl "$API/readyz"
+  launch_apiserver
 
   "$PYTHON" "$INSTALL" --kubeconfig "$KUBECONFIG_FILE" base \
     --crds "$jobset_dir/config/components/crd/bases" "$trainer_dir/manifests/base/crds" "${kueue_crds[@]}" \
@@ -699,6 +695,54 @@ ENV
   echo "start-kube: ready: $API (kubeconfig $KUBECONFIG_FILE; env in $RUN/endpoint.env)"
 }
 
+launch_apiserver() {  # start kube-apiserver (unless it runs) and wait until it is ready
+  launch kube-apiserver --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --client-ca-file "$PKI/ca.crt" --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged \
+    --default-not-ready-toleration-seconds 10 --default-unreachable-toleration-seconds 10 \
+    --endpoint-reconciler-type none \
+    --cert-dir "$RUN/apiserver-certs" --profiling=false --v 1
+  wait_for kube-apiserver 120 alive_and kube-apiserver kcurl "$API/readyz"
+}
+
+frozen() {  # pid: the process is stopped (SIGSTOP)
+  [[ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" == T ]]
+}
+
+apiserver() {  # stop|start|freeze|thaw: this run dir's kube-apiserver only
+  exec 8>"$RUN/start.lock"
+  flock 8
+  local pid=""
+  running kube-apiserver && pid="$(cat "$PIDS/kube-apiserver.pid")"
+  case "${1:-}" in
+    stop)
+      # (a frozen one is thawed first, so it can take its SIGTERM)
+      stop_one kube-apiserver ;;
+    start)
+      if [[ -n "$pid" ]] && frozen "$pid"; then
+        kill -CONT "$pid"
+        echo "start-kube: thawed kube-apiserver ($pid)"
+      fi
+      [[ -f "$PKI/done" ]] || die "$RUN was never started (no certificates): run start-kube.sh start"
+      [[ -n "$pid" ]] || { check_offset; check_key; }
+      launch_apiserver
+      echo "start-kube: kube-apiserver answers at $API" ;;
+    freeze)
+      [[ -n "$pid" ]] || die "kube-apiserver of $RUN is not running"
+      kill -STOP "$pid"
+      echo "start-kube: froze kube-apiserver ($pid): SIGSTOP" ;;
+    thaw)
+      [[ -n "$pid" ]] || die "kube-apiserver of $RUN is not running"
+      kill -CONT "$pid"
+      echo "start-kube: thawed kube-apiserver ($pid): SIGCONT" ;;
+    *) die "apiserver: give stop, start, freeze or thaw, not '${1:-}'" ;;
+  esac
+}
+
 stop_one() {
   local name="$1" pid
   if running "$name"; then
@@ -725,8 +769,9 @@ main() {
     start) start ;;
     stop) stop ;;
     reset) stop; rm -rf "$RUN"; echo "start-kube: removed $RUN" ;;
+    apiserver) mkdir -p "$LOGS" "$PIDS"; apiserver "${2:-}" ;;
     env) [[ -f "$RUN/endpoint.env" ]] || die "not started ($RUN/endpoint.env missing)"; cat "$RUN/endpoint.env" ;;
-    *) die "unknown command ${1}: use build, start, stop, reset or env" ;;
+    *) die "unknown command ${1}: use build, start, stop, reset, env or apiserver" ;;
   esac
 }
 main "$@"; exit $?

@@ -160,9 +160,10 @@ def install_base(api: KubeApi, crd_dirs: list[Path], nodes: int) -> None:
             f"CRD {name} Established",
             lambda name=name: any(
                 c["type"] == "Established" and c["status"] == "True"
-                for c in api.get("CustomResourceDefinition", name)
-                .get("status", {})
-                .get("conditions", [])
+                for c in (api.get("CustomResourceDefinition", name).get("status") or {}).get(
+                    "conditions"
+                )
+                or []
             ),
         )
     for index in range(nodes):
