@@ -9,6 +9,10 @@ Each backend, and each job's effects, are isolated (S-50): a backend whose disco
 fails (for any reason but ``Unreachable``, which only defers it) leaves its jobs for the
 next tick, and an effect that fails ends that job's effects for this tick; every other
 backend's and job's go on. The error, naming the backend and the hook, is in the report.
+Each backend is asked on a thread of its own, all at once, and the tick waits for them up
+to ``discovery_timeout``: a backend that has not answered by then is unreachable for the
+tick, however long its own call blocks (:class:`_Asking`). Only the backend call runs
+there; the record and every decision stay on the supervisor's thread.
 
 Crash safety comes from the order (intent, effect, result) and from ``decide`` reading the
 record: a submit whose result was lost is found by its tag next tick and adopted; a
@@ -33,11 +37,14 @@ when every step is in one place; the decisions themselves are the pure core's.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -93,6 +100,10 @@ log = logging.getLogger("dispatch.supervisor")
 #: Feed rows decoded and folded at a time: a cold start holds one page, not the record.
 FEED_PAGE = 20_000
 
+#: How long a tick waits for each backend's discovery (``dispatch supervise
+#: --discovery-timeout``): one that has not answered by then is unreachable for the tick.
+DISCOVERY_TIMEOUT = timedelta(seconds=10)
+
 
 _JOB_ID = attrgetter("job_id")
 
@@ -133,6 +144,54 @@ def _by_job(objects: tuple[ObjectView, ...]) -> dict[str, tuple[ObjectView, ...]
         found = tuple(run)
         index[job_id] = index[job_id] + found if job_id in index else found
     return index
+
+
+class _Asking:
+    """One backend's discovery, asked on a daemon thread of its own (only the backend call
+    runs there, never the record store): the answer, or the error, is in ``future``.
+
+    ``asked`` is the tick time it was asked at, ``order`` its place among the supervisor's
+    calls, ``jobs`` the jobs and records it was asked for (the very packed tuples: an
+    answer is used only for a job whose record has not moved since), ``calls`` how many
+    ``discover`` calls it made (its batches)."""
+
+    _made = itertools.count(1)
+
+    def __init__(
+        self, backend: Backend, jobs: list[tuple[str, Packed]], asked: datetime, batch: int
+    ) -> None:
+        self.order = next(self._made)
+        self.backend = backend
+        self.jobs = jobs
+        self.asked = asked
+        self.batch = batch
+        self.calls = 0
+        self.future: Future[Discovery] = Future()
+        self.future.set_running_or_notify_cancel()
+        thread = threading.Thread(
+            target=self._ask, name=f"dispatch-discover-{backend.name}", daemon=True
+        )
+        thread.start()
+
+    def _ask(self) -> None:
+        try:
+            self.future.set_result(self._discover())
+        except BaseException as exc:  # handed to the supervisor's thread as it is
+            self.future.set_exception(exc)
+
+    def _discover(self) -> Discovery:
+        backend = self.backend
+        job_ids = [job_id for job_id, _ in self.jobs]
+        batch = self.batch or len(job_ids)
+        answers: list[Discovery] = []
+        for start in range(0, len(job_ids), batch):
+            answers.append(backend.discover(job_ids[start : start + batch]))
+            self.calls += 1
+        if len(answers) == 1 and answers[0].backend == backend.name:
+            return answers[0]  # the usual case: not copied (350,000 views over 50,000 jobs)
+        at = answers[-1].at if answers else self.asked
+        objects = tuple(view for found in answers for view in found.objects)
+        return Discovery(backend=backend.name, at=at, objects=objects)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +240,9 @@ class Supervisor:
 
     ``uid`` is the uid this supervisor's commands run as (default: its real uid): only jobs
     submitted by it are acted on where the backend runs commands as the caller.
+
+    ``discovery_timeout`` bounds each tick's wait for the backends' discoveries, which are
+    asked all at once, each on a thread of its own (``_discover_all``).
     """
 
     def __init__(
@@ -198,6 +260,7 @@ class Supervisor:
         uid: int | None = None,
         heartbeat: Heartbeat | None = None,
         snapshot: Path | None = None,
+        discovery_timeout: timedelta = DISCOVERY_TIMEOUT,
     ) -> None:
         self.store = store
         self._notifier = notifier  # told after each tick; it delivers in its own thread
@@ -234,6 +297,12 @@ class Supervisor:
         #: cache read at the cold start, checked against the record, never the truth.
         self._snapshot = snapshot if jobs is None else None
         self._saved_at: int | None = None  # the feed position of the snapshot on disk
+        self.discovery_timeout = discovery_timeout
+        #: Each backend's discovery still unanswered at the end of the tick that waited
+        #: for it: never asked again while it runs, its answer used later if still fresh.
+        self._asking: dict[str, _Asking] = {}
+        #: The order (``_Asking.order``) of each backend's last applied answer.
+        self._applied: dict[str, int] = {}
 
     # ------------------------------------------------------------------ record
     def _refresh(self) -> None:
@@ -361,13 +430,7 @@ class Supervisor:
         planned: dict[str, list[Effect]] = {}
         backends: dict[str, Backend] = {}
         quiet: dict[str, _Quiet] = {}
-        for name, jobs in by_backend.items():
-            backend = self._backend(name, now, report)
-            if backend is None:
-                continue
-            discovery = self._discover(backend, [job_id for job_id, _ in jobs], now, report)
-            if discovery is None:
-                continue
+        for name, (backend, discovery, jobs) in self._discover_all(by_backend, now, report).items():
             backends[name] = backend
             views_of = self._views_by_job(name, discovery.objects).get
             last_quiet = self._quiet.get
@@ -778,31 +841,120 @@ class Supervisor:
             report.errors.append(str(exc))
             return None
 
-    def _discover(
-        self, backend: Backend, job_ids: list[str], now: datetime, report: TickReport
-    ) -> Discovery | None:
-        batch = backend.declarations.max_discovery_batch or len(job_ids)
-        answers: list[Discovery] = []
+    def _discover_all(
+        self,
+        by_backend: dict[str, list[tuple[str, Packed]]],
+        now: datetime,
+        report: TickReport,
+    ) -> dict[str, tuple[Backend, Discovery, list[tuple[str, Packed]]]]:
+        """Each backend's discovery of its jobs, asked at once on a thread per backend and
+        waited for up to ``discovery_timeout`` in all: what each backend that answered
+        showed, and the jobs to decide on it.
+
+        A backend that has not answered by then is treated as ``Unreachable`` for the tick
+        (its jobs are left alone, the report says so, and it is waited for again after the
+        usual back-off), and it is never asked again while that call runs. When the call
+        answers, the answer is used at a later tick if it is still fresh (``_late``)."""
+        asking: dict[str, _Asking] = {}
+        earlier: set[str] = set()  # waited for again: asked at an earlier tick
+        found: dict[str, tuple[Backend, Discovery, list[tuple[str, Packed]]]] = {}
+        for name, jobs in by_backend.items():
+            call = self._asking.pop(name, None)  # put back below while it still runs
+            if call is not None and call.future.done():
+                late = self._late(call, jobs, now, report) if self._fresh(call, now) else None
+                if late is not None:
+                    found[name] = late
+                    continue
+                call = None  # failed, stale or too old: asked afresh (after any back-off)
+            if call is not None:  # still running since an earlier tick: wait for it again
+                retry = self._retry_at.get(name)
+                if retry is not None and now < retry:
+                    self._asking[name] = call
+                    report.unreachable[name] = (
+                        f"{name}: no answer within {self._deadline():g} s to the discovery "
+                        f"asked at {call.asked.isoformat()}; waiting until "
+                        f"{retry.isoformat()} before waiting for it again"
+                    )
+                    continue
+                asking[name] = call
+                earlier.add(name)
+                continue
+            backend = self._backend(name, now, report)
+            if backend is None:
+                continue
+            try:
+                batch = backend.declarations.max_discovery_batch or 0
+            except DispatchError as exc:
+                report.errors.append(str(exc))
+                continue
+            asking[name] = _Asking(backend, jobs, now, batch)
+        if asking:
+            wait_for([call.future for call in asking.values()], timeout=self._deadline())
+        for name, call in asking.items():
+            if not call.future.done():
+                self._asking[name] = call  # one call in flight per backend at most
+                words = f"{name}: no answer within {self._deadline():g} s"
+                self._unreachable(name, Unreachable(words), now, report)
+                continue
+            if name in earlier:  # asked at an earlier tick, answered during this one
+                if not self._fresh(call, now):
+                    report.unreachable[name] = (
+                        f"{name}: the discovery asked at {call.asked.isoformat()} answered "
+                        "too late to be used; asked again at the next tick"
+                    )
+                    continue
+                late = self._late(call, by_backend[name], now, report)
+                if late is not None:
+                    found[name] = late
+                continue
+            discovery = self._answer(call, now, report)
+            if discovery is not None:
+                found[name] = (call.backend, discovery, by_backend[name])
+        return found
+
+    def _deadline(self) -> float:
+        return self.discovery_timeout.total_seconds()
+
+    def _answer(self, call: _Asking, now: datetime, report: TickReport) -> Discovery | None:
+        """The discovery a finished call brought, or None after reporting why it failed."""
+        name = call.backend.name
+        if call.calls:
+            report.discovery_calls[name] = report.discovery_calls.get(name, 0) + call.calls
         try:
-            for start in range(0, len(job_ids), batch):
-                answers.append(backend.discover(job_ids[start : start + batch]))
-                report.discovery_calls[backend.name] = (
-                    report.discovery_calls.get(backend.name, 0) + 1
-                )
+            discovery = call.future.result()
         except Unreachable as exc:
-            self._unreachable(backend.name, exc, now, report)
+            self._unreachable(name, exc, now, report)
             return None
         except DispatchError as exc:  # one backend's fault: its jobs wait, the others go on
             report.errors.append(str(exc))
             log.error("%s", exc)
             return None
-        self._backoff.pop(backend.name, None)
-        self._retry_at.pop(backend.name, None)
-        if len(answers) == 1 and answers[0].backend == backend.name:
-            return answers[0]  # the usual case: not copied (350,000 views over 50,000 jobs)
-        at = answers[-1].at if answers else now
-        objects = tuple(view for found in answers for view in found.objects)
-        return Discovery(backend=backend.name, at=at, objects=objects)
+        self._backoff.pop(name, None)
+        self._retry_at.pop(name, None)
+        if call.order <= self._applied.get(name, 0):
+            log.warning("backend %s: an answer asked before the last one applied is dropped", name)
+            return None  # an older answer never overrides a newer one, nor is used twice
+        self._applied[name] = call.order
+        return discovery
+
+    def _fresh(self, call: _Asking, now: datetime) -> bool:
+        """Whether a call's answer may still be decided on: asked within ``effect_window``,
+        the margin every decision is already carried out within."""
+        return now - call.asked <= self.effect_window
+
+    def _late(
+        self, call: _Asking, jobs: list[tuple[str, Packed]], now: datetime, report: TickReport
+    ) -> tuple[Backend, Discovery, list[tuple[str, Packed]]] | None:
+        """A discovery asked at an earlier tick, used now as any answer taken when it was
+        asked (once ``_fresh``): only if asked after the last answer applied, and only for
+        the jobs it was asked about whose record has not moved since (the others wait for
+        the next tick's discovery). A late failure is reported as any."""
+        discovery = self._answer(call, now, report)
+        if discovery is None:
+            return None
+        asked = dict(call.jobs)
+        unmoved = [(job_id, held) for job_id, held in jobs if asked.get(job_id) is held]
+        return call.backend, discovery, unmoved
 
     def _unreachable(self, name: str, exc: Exception, now: datetime, report: TickReport) -> None:
         """S-5: no state changes; ask again later, waiting longer each time (up to 5 min)."""
