@@ -1155,21 +1155,26 @@ class Client:
         lease: float = 90.0,
         stop: threading.Event | None = None,
         on_tick: Callable[[TickReport], None] | None = None,
+        discovery_timeout: float = 10.0,
     ) -> TickReport:
         """Run the supervisor on every active job (what ``dispatch supervise`` runs) until
         ``stop`` is set; ``once``: one tick. Every supervisor a client makes tells its
         notifier after each tick. Each tick records this supervisor's beat (host, pid, last
-        tick) so ``status`` says who watches a job; a loop that ends records its stop."""
+        tick) so ``status`` says who watches a job; a loop that ends records its stop.
+        A tick waits for each backend's discovery up to ``discovery_timeout`` seconds: one
+        that has not answered by then is unreachable for that tick."""
         from dispatch import units
         from dispatch.supervising import Heartbeat
 
         interval = units.seconds(interval, "interval")
         seconds = units.seconds(lease, "lease")
+        waited = units.seconds(discovery_timeout, "discovery timeout")
         from dispatch.store.snapshot import snapshot_path
 
         beat = Heartbeat(self.store, interval=interval, lease=seconds, clock=self.record_clock)
         supervisor = self.supervisor(
             lease_ttl=timedelta(seconds=seconds),
+            discovery_timeout=timedelta(seconds=waited),
             heartbeat=beat,
             snapshot=snapshot_path(self.store),
         )

@@ -151,6 +151,17 @@ def test_modes_that_do_not_go_together_are_a_usage_error(sh, options):
     assert "do not go together" in out.stderr
 
 
+def test_the_systemd_user_unit_keeps_the_discovery_timeout_given(sh):
+    """The unit runs the supervisor with the --discovery-timeout given, and leaves the
+    option out when it is the default."""
+    out = sh.run("supervise", "--print-systemd-unit", "--discovery-timeout", "2.5")
+    assert out.returncode == 0, out.stderr
+    command = shlex.split(re.search(r"^ExecStart=(.*)$", out.stdout, re.M).group(1))
+    assert command[command.index("--discovery-timeout") + 1] == "2.5"
+    default = sh.run("supervise", "--print-systemd-unit")
+    assert default.returncode == 0 and "--discovery-timeout" not in default.stdout
+
+
 def test_the_systemd_user_unit_runs_a_supervisor_that_stops_on_sigterm(sh):
     """The unit's ExecStart, run with the unit's Environment as systemd would, supervises
     the record the unit names and ends cleanly on the SIGTERM systemd sends."""

@@ -15,6 +15,11 @@ from cli.cli_shell import Shell
     [
         (("list", "--limit", "0"), "'--limit': 0 is not in the range", "dispatch list"),
         (("supervise", "--once", "--lease", "nan"), "'--lease'", "dispatch supervise"),
+        (
+            ("supervise", "--once", "--discovery-timeout", "0"),
+            "'--discovery-timeout'",
+            "dispatch supervise",
+        ),
         (("watch", "j1", "--interval", "inf"), "'--interval'", "dispatch watch"),
         (("list", "--bogus"), "no such option '--bogus'", "dispatch list"),
         (("status",), "missing argument 'JOB_ID'", "dispatch status"),

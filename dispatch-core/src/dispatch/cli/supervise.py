@@ -30,6 +30,13 @@ if TYPE_CHECKING:
     "supervisor takes over a crashed one's jobs after that.",
     "lease_seconds",
 )
+@seconds_option(
+    "--discovery-timeout",
+    10.0,
+    "Seconds a tick waits for each backend's discovery (all are asked at once); one "
+    "that has not answered by then is unreachable for that tick.",
+    "discovery_timeout",
+)
 @click.option(
     "--detach",
     is_flag=True,
@@ -80,6 +87,7 @@ def supervise(
     pid_file: str | None,
     as_json: bool,
     metrics_at: str | None = None,
+    discovery_timeout: float = 10.0,
 ) -> None:
     """Run the supervisor: act on every active job; exits cleanly on SIGTERM/SIGINT.
 
@@ -99,14 +107,15 @@ def supervise(
     if stop or show_status:
         _stop_or_status(c, stop=stop, as_json=as_json)
         return
+    args = _supervise_args(interval, lease_seconds, allow_network_fs, metrics_at, discovery_timeout)
     if print_unit:
-        _print_unit(c, interval, lease_seconds, allow_network_fs, metrics_at)
+        _print_unit(c, args)
         return
     _check_record(c, allow_network_fs)
     if detach:
-        _detach(c, interval, lease_seconds, allow_network_fs, as_json, metrics_at)
+        _detach(c, args, as_json)
         return
-    _run(c, once, interval, lease_seconds, pid_file, as_json, metrics_at)
+    _run(c, once, interval, lease_seconds, pid_file, as_json, metrics_at, discovery_timeout)
 
 
 def _run(
@@ -117,6 +126,7 @@ def _run(
     pid_file: str | None,
     as_json: bool,
     metrics_at: str | None = None,
+    discovery_timeout: float = 10.0,
 ) -> None:
     import dataclasses
     import signal
@@ -158,7 +168,12 @@ def _run(
         )
     try:
         c.client.supervise(
-            once=once, interval=interval, lease=lease_seconds, stop=stop, on_tick=report_tick
+            once=once,
+            interval=interval,
+            lease=lease_seconds,
+            stop=stop,
+            on_tick=report_tick,
+            discovery_timeout=discovery_timeout,
         )
     finally:
         if held is not None:
@@ -236,21 +251,21 @@ def _store_url(c: Context) -> tuple[str, bool]:
 
 
 def _supervise_args(
-    interval: float, lease_seconds: float, allow_network_fs: bool, metrics_at: str | None = None
+    interval: float,
+    lease_seconds: float,
+    allow_network_fs: bool,
+    metrics_at: str | None = None,
+    discovery_timeout: float = 10.0,
 ) -> list[str]:
+    """The arguments of the ``dispatch supervise`` a detached supervisor or a unit runs."""
     args = ["supervise", "--interval", f"{interval:g}", "--lease", f"{lease_seconds:g}"]
+    if discovery_timeout != 10.0:
+        args += ["--discovery-timeout", f"{discovery_timeout:g}"]
     args += ["--metrics", metrics_at] if metrics_at is not None else []
     return args + (["--allow-network-fs"] if allow_network_fs else [])
 
 
-def _detach(
-    c: Context,
-    interval: float,
-    lease_seconds: float,
-    allow_network_fs: bool,
-    as_json: bool,
-    metrics_at: str | None = None,
-) -> None:
+def _detach(c: Context, args: list[str], as_json: bool) -> None:
     import os
 
     from dispatch.supervising import Detached, dispatch_command
@@ -260,10 +275,7 @@ def _detach(
     env = dict(os.environ, DISPATCH_STORE=url)  # never on the command line: ps shows that
     if c.profile:
         env["DISPATCH_PROFILE"] = c.profile
-    argv = [
-        *dispatch_command(),
-        *_supervise_args(interval, lease_seconds, allow_network_fs, metrics_at),
-    ]
+    argv = [*dispatch_command(), *args]
     argv += ["--pid-file", str(detached.pid_file)]
     pid = detached.start(argv, env)
     if as_json:
@@ -337,9 +349,7 @@ def _stop_or_status(c: Context, *, stop: bool, as_json: bool) -> None:
         raise SystemExit(exit_codes.FAILED)
 
 
-def _print_unit(
-    c: Context, interval: float, lease_seconds: float, allow: bool, metrics_at: str | None = None
-) -> None:
+def _print_unit(c: Context, args: list[str]) -> None:
     import os
 
     from dispatch.supervising import dispatch_command, systemd_unit
@@ -348,7 +358,7 @@ def _print_unit(
     env = dict(os.environ)
     if c.profile:
         env["DISPATCH_PROFILE"] = c.profile
-    command = [*dispatch_command(), *_supervise_args(interval, lease_seconds, allow, metrics_at)]
+    command = [*dispatch_command(), *args]
     click.echo(systemd_unit(command, url, c.store.location, env, has_secret=secret), nl=False)
 
 
