@@ -52,7 +52,12 @@ def test_validate_refuses_a_time_limit_trainer_2_1_cannot_carry_S36(
 def test_validate_and_prepare_change_nothing(backend: KubeflowBackend, emulator: Emulator) -> None:
     backend.dispatch_validate(spec=SPEC)
     backend.dispatch_prepare(job_id="job-h", submission=1, spec=SPEC, gated=False)
-    assert [r.verb for r in emulator.log.entries] == ["get"]  # the runtime, read
+    # read only: the runtime, and the namespace's defaults (its LocalQueues, LimitRanges)
+    assert [(r.verb, r.resource) for r in emulator.log.entries] == [
+        ("get", "clustertrainingruntimes"),
+        ("list", "localqueues"),
+        ("list", "limitranges"),
+    ]
     assert emulator.names() == []
 
 
@@ -91,7 +96,7 @@ def test_the_prepared_trainjob_and_runtime_copy_are_what_the_server_received_S30
         runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["name"] = "trainer"
     backend = make_backend(runtime="renamed")
     prepared = backend.dispatch_prepare(job_id="job-p", submission=3, spec=SPEC, gated=True)
-    assert not [r for r in emulator.log.entries if r.verb != "get"]
+    assert not [r for r in emulator.log.entries if r.verb not in ("get", "list")]
     object_id = backend.dispatch_send(prepared)
     received = {r.resource: r.body for r in emulator.log.entries if r.verb == "create"}
     assert set(received) == {"trainingruntimes", "trainjobs"}

@@ -61,6 +61,7 @@ def test_queue_and_priority_from_a_job_file_reach_the_trainjob_labels(
         'backend = "kubeflow"\ncommand = ["train"]\n'
         '[options]\nqueue = "team-a"\npriority = "high"\n'
     )
+    emulator.kueue_queues({"cq-a": 16}, {"team-a": "cq-a"}, {"high": 1000})
     done = _run(_env(kubeconfig, tmp_path), "submit", str(job))
     assert done.returncode == 0, done.stderr
     (name,) = emulator.names()

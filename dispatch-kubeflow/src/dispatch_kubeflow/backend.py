@@ -18,8 +18,11 @@ This module is the entry point (``dispatch.backends: kubeflow``), so it stays li
   The one write: a failed attempt's ending kept on its TrainJob before a JobSet restart
   deletes its pods (S-40).
 - validate: what a TrainJob cannot carry is refused before anything is recorded, without
-  the cluster. prepare: the TrainJob and the runtime copy, built from the runtime read
-  from the cluster; send creates exactly those, and ``--dry-run`` prints them.
+  the cluster; check: a Kueue queue or priority class the cluster does not have (or Kueue
+  absent), refused before anything is recorded. prepare: the TrainJob and the runtime
+  copy, built from the runtime read from the cluster, with the namespace's defaults
+  (Kueue's default LocalQueue written in, LimitRange defaults as notes); send creates
+  exactly those, and ``--dry-run`` prints them.
 - logs: the pods' logs through the API (:mod:`dispatch_kubeflow.logs`).
 - multi-node: the launch contract through the torch runtime's own variables
   (:mod:`dispatch_kubeflow.launch`); ``exclude_nodes`` as a required node affinity.
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -41,12 +44,13 @@ from dispatch.hookspecs import API_VERSION
 from dispatch.model.declarations import Declarations
 from dispatch.model.discovery import Discovery
 from dispatch.model.enums import Action, Capability, CauseKind, Stream
-from dispatch.model.errors import BadInput, SubmitRefused
+from dispatch.model.errors import BadInput, SubmitRefused, Unreachable
 from dispatch.model.prepared import Prepared
 from dispatch.model.selection import LogSelection
 from dispatch.model.spec import JobSpec
 from dispatch.plugin import hookimpl
 
+from dispatch_kubeflow import labels as user_labels
 from dispatch_kubeflow import launch, logs, tags
 from dispatch_kubeflow.classify import read
 from dispatch_kubeflow.config import KubeflowConfig
@@ -69,7 +73,9 @@ from dispatch_kubeflow.manifest import (
     OPTIONS,
     VERSION,
     build_trainjob,
+    limit_range_notes,
     runtime_copy,
+    trainer_resources,
 )
 
 if TYPE_CHECKING:
@@ -179,6 +185,8 @@ class KubeflowBackend:
                 "override to carry a node affinity (needs 2.1)"
             )
         problems += self._kueue_problems(spec)
+        for option in ("label", "annotation"):
+            problems += user_labels.problems(option, spec.options.get(option))
         taken = sorted((launch.RESERVED | launch.OWN) & set(spec.env))
         if taken:
             problems.append(
@@ -211,6 +219,100 @@ class KubeflowBackend:
         return problems
 
     @hookimpl
+    def dispatch_check(self, spec: JobSpec) -> None:
+        """The Kueue queue (``-o queue``, else ``DISPATCH_KUBEFLOW_QUEUE``) must be a
+        LocalQueue of the namespace and the priority a WorkloadPriorityClass: one list of
+        each (so a refusal names the ones that exist), only for what the job names. A
+        cluster that does not serve Kueue's API (404) has no queue to send a job to. A
+        listing RBAC forbids (401, 403) is not checked: the submit is then refused or left
+        pending with Kueue's words, as without this check."""
+        queue = spec.options.get("queue")
+        where = "-o queue" if queue else "DISPATCH_KUBEFLOW_QUEUE"
+        queue = queue or self.config.queue
+        priority = spec.options.get("priority")
+        if not queue:
+            return  # a priority needs a queue: dispatch_validate refused that already
+        kube = self.kube
+        problems = []
+        queues = self._kueue_listing(kube.list_local_queues, where, queue)
+        if queues is not None and queue not in (names := _names(queues)):
+            problems.append(
+                f"{where}={queue!r}: no Kueue LocalQueue of that name in namespace "
+                f"{kube.namespace!r} ({_listed(names, 'LocalQueues')})"
+            )
+        if priority:
+            classes = self._kueue_listing(kube.list_priority_classes, "-o priority", priority)
+            if classes is not None and priority not in _names(classes):
+                values = {name: item.get("value") for item in classes if (name := name_of(item))}
+                named = [
+                    f"{name} ({values[name]})" if values[name] is not None else name
+                    for name in sorted(values)
+                ]
+                problems.append(
+                    f"-o priority={priority!r}: no Kueue WorkloadPriorityClass of that name "
+                    f"({_listed(named, 'WorkloadPriorityClasses', 'the cluster')})"
+                )
+        if problems:
+            raise BadInput("dispatch-kubeflow cannot run this job:\n  " + "\n  ".join(problems))
+
+    def _kueue_listing(
+        self, listing: Callable[[], list[dict[str, Any]]], where: str, value: str
+    ) -> list[dict[str, Any]] | None:
+        """One Kueue listing for :meth:`dispatch_check`; None when RBAC forbids it."""
+        try:
+            return listing()
+        except ApiRefused as exc:
+            if exc.status == 404:
+                raise BadInput(
+                    f"{where}={value!r}: Kueue is not installed on this cluster (the API "
+                    "server serves no kueue.x-k8s.io API), so no queue can take the job; "
+                    f"drop {where}"
+                ) from exc
+            if exc.status in (401, 403):
+                return None
+            raise Unreachable(
+                f"dispatch-kubeflow could not check {where}={value!r} against the cluster "
+                f"(nothing recorded): {exc.message}"
+            ) from exc
+        except Unreachable as exc:
+            raise Unreachable(
+                f"dispatch-kubeflow could not check {where}={value!r} against the cluster "
+                f"(nothing recorded): {exc}"
+            ) from exc
+
+    def _namespace_defaults(
+        self, kube: Kube, spec: JobSpec, runtime: dict[str, Any]
+    ) -> tuple[str | None, list[str]]:
+        """What the namespace applies to this job that it did not choose: Kueue's default
+        LocalQueue (returned, to be written into the TrainJob) and the LimitRanges'
+        default requests and limits for the trainer container (as notes)."""
+        notes: list[str] = []
+        default_queue = None
+        if not (spec.options.get("queue") or self.config.queue):
+            try:
+                names = _names(kube.list_local_queues())
+            except ApiRefused:
+                names = []  # no Kueue (404), or not ours to read (403): nothing defaulted
+            if DEFAULT_QUEUE in names:
+                default_queue = DEFAULT_QUEUE
+                notes.append(
+                    f"no queue chosen: namespace {kube.namespace!r} has a Kueue LocalQueue "
+                    f"named {DEFAULT_QUEUE!r}, which Kueue gives every job that names none "
+                    "(LocalQueueDefaulting); written out as kueue.x-k8s.io/queue-name"
+                )
+        try:
+            ranges = kube.list_limit_ranges()
+        except ApiRefused as exc:
+            if exc.status in (401, 403):
+                notes.append(
+                    f"the LimitRanges of namespace {kube.namespace!r} could not be read "
+                    f"({exc.message}): defaults they give containers are not shown"
+                )
+            ranges = []
+        notes += limit_range_notes(ranges, kube.namespace, trainer_resources(spec, runtime))
+        return default_queue, notes
+
+    @hookimpl
     def dispatch_prepare(
         self, job_id: str, submission: int, spec: JobSpec, gated: bool
     ) -> Prepared:
@@ -233,6 +335,7 @@ class KubeflowBackend:
                 "restarts, but this backend declares restart native "
                 "(DISPATCH_KUBEFLOW_NATIVE_RESTART)"
             )
+        default_queue, defaults = self._namespace_defaults(kube, spec, runtime)
         body = build_trainjob(
             self.config,
             namespace=kube.namespace,
@@ -241,6 +344,7 @@ class KubeflowBackend:
             spec=spec,
             gated=gated,
             replicated_jobs=replicated,
+            default_queue=default_queue,
         )
         parts: dict[str, Any] = {"TrainJob": body}
         if self.config.runtime_copy:
@@ -259,12 +363,24 @@ class KubeflowBackend:
             gated=gated,
             parts=parts,
             notes=(
-                (
-                    "the runtime copy is created first and made the TrainJob's dependent "
-                    "once the TrainJob exists (so it is removed after it)",
-                )
-                if self.config.runtime_copy
-                else ()
+                *(
+                    (
+                        "the runtime copy is created first and made the TrainJob's dependent "
+                        "once the TrainJob exists (so it is removed after it)",
+                    )
+                    if self.config.runtime_copy
+                    else ()
+                ),
+                *defaults,
+                *(
+                    (
+                        f"Trainer {self.config.trainer_version[0]}."
+                        f"{self.config.trainer_version[1]} carries -o label to the TrainJob "
+                        "and its JobSet, not to the pods (2.1 and later carry them there)",
+                    )
+                    if spec.options.get("label") and self.config.trainer_version < (2, 1)
+                    else ()
+                ),
             ),
         )
 
@@ -501,6 +617,18 @@ class KubeflowBackend:
             if keep:
                 self._keep(ev.namespace, ev.name, keep)
         return Discovery(backend=NAME, at=at, objects=tuple(objects))
+
+
+#: the LocalQueue Kueue gives a job that names none (its LocalQueueDefaulting feature)
+DEFAULT_QUEUE = "default"
+
+
+def _names(items: list[dict[str, Any]]) -> list[str]:
+    return sorted(name for item in items if (name := name_of(item)))
+
+
+def _listed(names: list[str], kind: str, owner: str = "it") -> str:
+    return f"{owner} has: {', '.join(names)}" if names else f"{owner} has no {kind}"
 
 
 def _propagation(trainjob: dict[str, Any]) -> str:

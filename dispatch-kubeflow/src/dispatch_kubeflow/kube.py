@@ -391,6 +391,30 @@ class Kube:
             label_selector=selector,
         )
 
+    def list_local_queues(self) -> list[dict[str, Any]]:
+        """The namespace's Kueue LocalQueues (404: Kueue's API is not served)."""
+        return self._items(
+            "list Kueue LocalQueues",
+            self.custom.list_namespaced_custom_object,
+            *KUEUE,
+            self.namespace,
+            "localqueues",
+        )
+
+    def list_priority_classes(self) -> list[dict[str, Any]]:
+        """Kueue's WorkloadPriorityClasses (cluster-scoped; 404: Kueue is not installed)."""
+        return self._items(
+            "list Kueue WorkloadPriorityClasses",
+            self.custom.list_cluster_custom_object,
+            *KUEUE,
+            "workloadpriorityclasses",
+        )
+
+    def list_limit_ranges(self) -> list[dict[str, Any]]:
+        return self._items(
+            "list LimitRanges", self.core.list_namespaced_limit_range, self.namespace
+        )
+
     def force_delete_pod(self, namespace: str, name: str) -> None:
         self._call(
             f"force-delete Pod {namespace}/{name}",

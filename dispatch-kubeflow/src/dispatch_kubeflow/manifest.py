@@ -8,6 +8,10 @@ JobSet, Jobs or Pods (dispatch-kubeflow/docs/research.md §1.1):
 - 2.1: ``spec.labels`` (JobSet and Jobs) plus ``podTemplateOverrides`` metadata (pods);
 - 2.0: ``spec.labels`` only; pods are found through ``jobset.sigs.k8s.io/jobset-name``.
 
+A user's labels (``-o label``) travel the same way beside dispatch's own (so on 2.0 they
+reach the TrainJob and its JobSet, not the pods); a user's annotations (``-o
+annotation``) go on the TrainJob alone.
+
 dispatch owns recovery, so Kubernetes must not retry behind its back. The shipped runtimes
 leave that to the defaults: JobSet's webhook makes every pod ``restartPolicy: OnFailure``
 and the Job's ``backoffLimit`` is 6, so a failing program is restarted in place six times
@@ -31,6 +35,7 @@ from typing import Any
 from dispatch.model.errors import SubmitRefused
 from dispatch.model.spec import JobSpec
 
+from dispatch_kubeflow import labels as user_labels
 from dispatch_kubeflow import launch, tags
 from dispatch_kubeflow.config import KubeflowConfig
 
@@ -42,6 +47,8 @@ OPTIONS = {
     "image": "container image for the trainer nodes (default: the runtime's)",
     "queue": "Kueue LocalQueue name (default from DISPATCH_KUBEFLOW_QUEUE)",
     "priority": "Kueue WorkloadPriorityClass name (needs a queue)",
+    "label": "labels for the TrainJob and its pods: K=V[,K=V...]",
+    "annotation": "annotations for the TrainJob: K=V[,K=V...] (\\, for a comma in a value)",
 }
 
 
@@ -70,6 +77,58 @@ def resources_per_node(spec: JobSpec) -> dict[str, Any]:
     if limits:
         out["limits"] = limits
     return out
+
+
+def trainer_resources(spec: JobSpec, runtime: dict[str, Any]) -> dict[str, set[str]]:
+    """Which requests and limits the trainer container will have set: the job's
+    ``resourcesPerNode`` when it gives any (the Trainer puts them in place of the
+    runtime's), else the runtime's own for that container."""
+    given = resources_per_node(spec)
+    if not given:
+        template = ((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for rj in template.get("replicatedJobs") or []:
+            pod = ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                if isinstance(container, dict) and container.get("name") == TRAINER_CONTAINER:
+                    given = container.get("resources") or {}
+    return {
+        kind: set(values) if isinstance(values, dict) else set()
+        for kind in ("requests", "limits")
+        for values in [given.get(kind) if isinstance(given, dict) else None]
+    }
+
+
+def limit_range_notes(
+    ranges: list[dict[str, Any]], namespace: str, trainer: dict[str, set[str]]
+) -> list[str]:
+    """For each LimitRange of the namespace, the default requests (``defaultRequest``) and
+    limits (``default``) its ``Container`` limits give the trainer container for what
+    ``trainer`` (:func:`trainer_resources`) leaves unset: the API server fills them in
+    when the pods are created, so the TrainJob cannot show them."""
+    notes = []
+    for item in ranges:
+        name = (item.get("metadata") or {}).get("name") if isinstance(item, dict) else None
+        limits = ((item.get("spec") or {}).get("limits") or []) if isinstance(item, dict) else []
+        filled: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
+        for limit in limits:
+            if not isinstance(limit, dict) or limit.get("type") != "Container":
+                continue
+            for field, kind in (("defaultRequest", "requests"), ("default", "limits")):
+                for resource, value in (limit.get(field) or {}).items():
+                    if resource not in trainer[kind]:
+                        filled[kind][resource] = str(value)
+        said = [
+            f"{kind} " + ", ".join(f"{r}={v}" for r, v in sorted(values.items()))
+            for kind, values in filled.items()
+            if values
+        ]
+        if said:
+            notes.append(
+                f"namespace {namespace!r}: LimitRange {name!r} gives the trainer container "
+                f"what this job and its runtime leave unset: {'; '.join(said)} (set by the "
+                "API server when the pods are created)"
+            )
+    return notes
 
 
 #: the node label the exclusion matches (set by the kubelet on every node)
@@ -176,8 +235,12 @@ def build_trainjob(
     spec: JobSpec,
     gated: bool,
     replicated_jobs: list[str],
+    default_queue: str | None = None,
 ) -> dict[str, Any]:
-    """The TrainJob body. Refuses (``SubmitRefused``) what this Trainer version cannot carry."""
+    """The TrainJob body. Refuses (``SubmitRefused``) what this Trainer version cannot carry.
+
+    ``default_queue``: the LocalQueue Kueue would give a job that names none (read from
+    the namespace by the caller), written out so the body is what Kueue admits."""
 
     version = config.trainer_version
     if spec.workdir is not None:
@@ -195,9 +258,17 @@ def build_trainjob(
             "dispatch-kubeflow: spec.activeDeadlineSeconds needs Trainer 2.2 or later "
             f"(configured {version[0]}.{version[1]}); put the limit in the runtime instead"
         )
-    queue = spec.options.get("queue") or config.queue
-    labels = tags.labels(job_id, submission)
-    annotations = {tags.JOB_ID: job_id, tags.GATE: "closed" if gated else "open"}
+    queue = spec.options.get("queue") or config.queue or default_queue
+    # the user's labels first: dispatch's own are never overridden (validate refuses that)
+    labels = {
+        **user_labels.given(spec.options.get("label"), "label"),
+        **tags.labels(job_id, submission),
+    }
+    annotations = {
+        **user_labels.given(spec.options.get("annotation"), "annotation"),
+        tags.JOB_ID: job_id,
+        tags.GATE: "closed" if gated else "open",
+    }
     meta_labels = dict(labels)
     if queue:
         annotations[tags.QUEUE] = queue

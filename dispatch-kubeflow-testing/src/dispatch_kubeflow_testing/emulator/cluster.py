@@ -53,6 +53,8 @@ class Cluster:
         self.step = 0
         self.capacity = True
         self.kueue_quota = True
+        # False: Kueue is not installed (its API group answers 404, its controller idles)
+        self.kueue_installed = True
         # Kueue's queues (kueue.py): LocalQueue -> ClusterQueue, ClusterQueue -> its
         # nominal nvidia.com/gpu quota, WorkloadPriorityClass -> value. Without
         # ClusterQueues every queue is admitted while ``kueue_quota`` holds.
@@ -214,7 +216,8 @@ class Cluster:
                     self.changed = False
                     self.pod_index = None
                     for controller in (kueue, trainer, jobsets, jobs, kubelet):
-                        controller(self)
+                        if controller is not kueue or self.kueue_installed:
+                            controller(self)
                     moved = moved or self.changed
                     if not self.changed:
                         break

@@ -41,8 +41,11 @@ from dispatch_kubeflow_testing.emulator.store import (
     CLUSTER_RUNTIME,
     JOB,
     JOBSET,
+    LIMIT_RANGE,
+    LOCAL_QUEUE,
     NODE,
     POD,
+    PRIORITY_CLASS,
     RUNTIME,
     TRAINJOB,
     WORKLOAD,
@@ -595,7 +598,48 @@ class Emulator:
             self.cluster.kueue_priorities = dict(priorities or {})
             self.cluster.kueue_cohorts = dict(cohorts or {})
             self.cluster.kueue_borrowing = dict(borrowing_limits or {})
+            self._serve_kueue_objects()
             self.reconcile()
+
+    def _serve_kueue_objects(self) -> None:
+        """The LocalQueues and WorkloadPriorityClasses the API server lists, as Kueue's
+        CRDs serve them (``spec.clusterQueue``; a class's ``value``)."""
+        for res in (LOCAL_QUEUE, PRIORITY_CLASS):
+            for obj in list(self.store.items(res)):
+                meta = obj["metadata"]
+                self.store.remove(res, meta.get("namespace", ""), meta["name"])
+        for name, cq in self.cluster.kueue_local_queues.items():
+            body = {"metadata": {"name": name}, "spec": {"clusterQueue": cq}}
+            self.store.create(LOCAL_QUEUE, self.namespace, body)
+        for name, value in self.cluster.kueue_priorities.items():
+            self.store.create(PRIORITY_CLASS, "", {"metadata": {"name": name}, "value": value})
+
+    def kueue_uninstall(self) -> None:
+        """A cluster without Kueue: its API group (``kueue.x-k8s.io``) answers 404 and no
+        controller acts on the queue-name label."""
+        with self.store.lock:
+            self.cluster.kueue_installed = False
+
+    def limit_range(
+        self,
+        name: str,
+        *,
+        default: dict[str, str] | None = None,
+        default_request: dict[str, str] | None = None,
+    ) -> None:
+        """A LimitRange in this namespace whose ``Container`` limit gives containers that
+        set none these limits (``default``) and requests (``defaultRequest``)."""
+        limit: dict[str, Any] = {"type": "Container"}
+        if default:
+            limit["default"] = dict(default)
+        if default_request:
+            limit["defaultRequest"] = dict(default_request)
+        with self.store.lock:
+            self.store.create(
+                LIMIT_RANGE,
+                self.namespace,
+                {"metadata": {"name": name}, "spec": {"limits": [limit]}},
+            )
 
     def workload(self, name: str) -> Obj:
         with self.store.lock:

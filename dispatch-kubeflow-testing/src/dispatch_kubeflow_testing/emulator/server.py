@@ -28,6 +28,7 @@ from dispatch_kubeflow_testing.emulator.admission import (
 )
 from dispatch_kubeflow_testing.emulator.faults import Faults, Hung
 from dispatch_kubeflow_testing.emulator.store import (
+    KUEUE_GROUP,
     POD,
     RESOURCES,
     TRAINJOB,
@@ -173,6 +174,8 @@ class Api:
 
     def handle(self, request: Request, where: Route) -> tuple[int, Obj | bytes]:
         res, ns, name = where.res, where.namespace or "", where.name
+        if res.group == KUEUE_GROUP and not self.cluster.kueue_installed:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         with self.store.lock:
             for index, (resource, fault) in enumerate(self.faults):
                 if resource in (None, res.plural):

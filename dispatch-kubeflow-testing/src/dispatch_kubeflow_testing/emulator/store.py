@@ -50,10 +50,34 @@ CLUSTER_RUNTIME = Resource(
     namespaced=False,
 )
 WORKLOAD = Resource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload")
+LOCAL_QUEUE = Resource("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue")
+PRIORITY_CLASS = Resource(
+    "kueue.x-k8s.io",
+    "v1beta1",
+    "workloadpriorityclasses",
+    "WorkloadPriorityClass",
+    namespaced=False,
+)
+LIMIT_RANGE = Resource("", "v1", "limitranges", "LimitRange")
+#: the API group Kueue's CRDs serve (absent from a cluster without Kueue)
+KUEUE_GROUP = "kueue.x-k8s.io"
 
 RESOURCES = {
     (r.group, r.version, r.plural): r
-    for r in (POD, NODE, EVENT, JOB, JOBSET, TRAINJOB, RUNTIME, CLUSTER_RUNTIME, WORKLOAD)
+    for r in (
+        POD,
+        NODE,
+        EVENT,
+        JOB,
+        JOBSET,
+        TRAINJOB,
+        RUNTIME,
+        CLUSTER_RUNTIME,
+        WORKLOAD,
+        LOCAL_QUEUE,
+        PRIORITY_CLASS,
+        LIMIT_RANGE,
+    )
 }
 
 
