@@ -428,8 +428,15 @@ class Client:
             ),  # S-44, S-45, S-47: dispatch.warning_text
         )
 
-    def _prepare(self, backend: str | None, policy: PolicyArg, spec: JobSpec) -> tuple[str, Plan]:
-        """Everything that can refuse a job, before anything is recorded."""
+    def _prepare(
+        self, backend: str | None, policy: PolicyArg, spec: JobSpec, *, recording_only: bool = False
+    ) -> tuple[str, Plan]:
+        """Everything that can refuse a job, before anything is recorded.
+
+        ``recording_only``: the job is recorded for a supervisor to submit (``start=False``,
+        ``--no-start``), maybe from a host that cannot reach the scheduler: a
+        ``dispatch_check`` that could not be made then lets it be recorded (the submission
+        meets the scheduler's own refusal), while what the check refuses still is."""
         from dispatch.job_records import bind_plan, check_spec
 
         name = self._backend_name(backend)
@@ -438,7 +445,11 @@ class Client:
         check_spec(self.registry, name, spec)
         selected = self.registry.get(name)
         selected.validate(spec)
-        selected.check(spec)  # may read the scheduler: last, after every check that does not
+        try:
+            selected.check(spec)  # may read the scheduler: last, after what does not
+        except Unreachable:
+            if not recording_only:
+                raise
         return name, plan
 
     def submit(
@@ -469,12 +480,18 @@ class Client:
         backend: str | None = None,
         policy: PolicyArg = None,
         start: bool = True,
+        offline: bool | None = None,
     ) -> JobHandle:
         """Record a job from a ready :class:`dispatch.JobSpec` (see :meth:`spec`) and make
-        its first submission now (see :meth:`start`), unless ``start`` is False."""
+        its first submission now (see :meth:`start`), unless ``start`` is False.
+
+        :param offline: record it even when the backend's ``dispatch_check`` cannot reach
+            the scheduler (what the check refuses is still refused); default: when
+            ``start`` is False (a supervisor elsewhere submits it)."""
         from dispatch.job_records import create_job
 
-        backend_name, plan = self._prepare(backend, policy, spec)
+        recording_only = not start if offline is None else offline
+        backend_name, plan = self._prepare(backend, policy, spec, recording_only=recording_only)
         job_id = create_job(
             self.store,
             self.registry,

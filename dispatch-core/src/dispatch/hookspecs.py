@@ -329,7 +329,10 @@ def dispatch_check(spec: JobSpec) -> None:
         LocalQueue of that name in namespace default (it has: team-a, team-b)").
         Nothing is recorded.
     :raises Unreachable: the scheduler could not be read now; nothing is recorded and the
-        message says the check could not be made.
+        message says the check could not be made. Except for one job recorded for a
+        supervisor to submit (``dispatch submit --no-start``, ``Client.submit(...,
+        start=False)``), which may be recorded where the scheduler cannot be reached: it
+        is recorded unchecked, and its submission meets the scheduler's own refusal.
     """
 
 

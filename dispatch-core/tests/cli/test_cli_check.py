@@ -121,6 +121,25 @@ def test_a_check_that_cannot_be_made_records_nothing_and_exits_unreachable_S5(
     assert _recorded(tmp_path, plugin) == []
 
 
+def test_no_start_records_a_job_whose_check_could_not_be_made(tmp_path: Path) -> None:
+    """``--no-start`` records for a supervisor elsewhere, from a host that may not reach
+    the scheduler: a check that cannot be made does not stop it (one that can still
+    refuses, above); nothing is submitted here."""
+    plugin = Checking()
+    plugin.down = True
+    out = _run(tmp_path, plugin, "--no-start", "-o", "queue=team-x", "--", "train")
+    assert out.exit_code == 0, out.output
+    assert plugin.calls == ["check"]
+    assert len(_recorded(tmp_path, plugin)) == 1
+    registry = Registry.from_plugins({"queued": plugin})
+    with Client(f"sqlite:///{tmp_path / 'r.db'}", registry=registry) as client:
+        client.submit(["train"], backend="queued", start=False)  # the API's --no-start
+        with pytest.raises(Unreachable, match="could not be read"):
+            client.submit(["train"], backend="queued")
+        assert len(client.jobs()) == 2
+    assert [c.split()[0] for c in plugin.calls] == ["check"] * 3
+
+
 def test_a_job_the_check_accepts_is_recorded_and_submitted(tmp_path: Path) -> None:
     plugin = Checking()
     out = _run(tmp_path, plugin, "-o", "queue=team-b", "--", "train")

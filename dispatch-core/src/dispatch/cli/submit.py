@@ -191,7 +191,11 @@ def submit(
             err=True,
         )
     handle = client.submit_spec(
-        spec, backend=bound.declarations.name, policy=bound.policy, start=False
+        spec,
+        backend=bound.declarations.name,
+        policy=bound.policy,
+        start=False,
+        offline=params["no_start"],
     )
     if not as_json:
         # the id before the scheduler is asked: whatever happens then, the person has it
