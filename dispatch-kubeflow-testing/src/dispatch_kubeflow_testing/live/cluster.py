@@ -43,17 +43,19 @@ class ControlPlane:
         return self.run_dir / "logs" / f"{process}.log"
 
 
-def run_script(command: str) -> str:
+def run_script(command: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """``start-kube.sh COMMAND ARGS...`` with the caller's environment (plus ``env``)."""
     proc = subprocess.run(
-        ["bash", str(SCRIPT), command],
+        ["bash", str(SCRIPT), command, *args],
         capture_output=True,
         text=True,
-        env=os.environ.copy(),
+        env=os.environ | (env or {}),
         timeout=3600,
     )
     if proc.returncode != 0:
+        said = " ".join((command, *args))
         raise ControlPlaneError(
-            f"{SCRIPT} {command} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+            f"{SCRIPT} {said} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
         )
     return proc.stdout
 
@@ -61,9 +63,35 @@ def run_script(command: str) -> str:
 @functools.cache
 def control_plane() -> ControlPlane:
     """Started once per process (the script itself is idempotent across processes)."""
-    out = run_script("start")
+    return _start()
+
+
+def own_plane(run_dir: Path, offset: int) -> ControlPlane:
+    """Start (or find running) a control plane of its own beside the default one: its
+    state in ``run_dir``, every port plus ``offset``. Stop it with :func:`stop_own`."""
+    return _start(own(run_dir, offset))
+
+
+def own(run_dir: Path, offset: int) -> dict[str, str]:
+    """The variables that make ``start-kube.sh`` act on the plane in ``run_dir``."""
+    return {"DISPATCH_KUBE_RUN": str(run_dir), "DISPATCH_KUBE_PORT_OFFSET": str(offset)}
+
+
+def stop_own(run_dir: Path, offset: int) -> None:
+    run_script("stop", env=own(run_dir, offset))
+
+
+def apiserver(plane: ControlPlane, action: str) -> str:
+    """``start-kube.sh apiserver ACTION`` (stop, start, freeze, thaw) on ``plane``'s
+    kube-apiserver alone; what the script said."""
+    offset = (plane.run_dir / "port-offset").read_text().strip()
+    return run_script("apiserver", action, env=own(plane.run_dir, int(offset)))
+
+
+def _start(changes: dict[str, str] | None = None) -> ControlPlane:
+    out = run_script("start", env=changes)
     env: dict[str, str] = {}
-    for line in run_script("env").splitlines():
+    for line in run_script("env", env=changes).splitlines():
         key, _, value = line.partition("=")
         env[key] = value
     versions = dict(kv.split("=", 1) for kv in env["DISPATCH_KUBE_VERSIONS"].split(","))
