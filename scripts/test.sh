@@ -5,28 +5,45 @@
 #
 # With pytest arguments it runs only those (and no live kit, no Kubernetes control plane;
 # a -m of your own replaces the one below, e.g. -m "live(server='kubeflow')" once it is up).
+#
+# Without arguments, after the linters, everything runs side by side, each on daemons of
+# its own, since most of it waits on daemons and only the offline tests need the CPU:
+#   - the offline tests (-m "not live"), in the foreground;
+#   - Slurm 22.05: dispatch-slurm's live tests, then the conformance kit's live tier (the
+#     kit preempts, loses nodes and stops slurmctld: it cannot share a cluster with them);
+#   - Slurm 25.11.7: the flapping-controller test, which stops and freezes slurmctld
+#     (on 22.05 after the kit when 25.11.7 cannot run here);
+#   - Slurm 26.05.3 and 24.11.7: the kit and the live tests of what changed between
+#     releases, each on its own cluster;
+#   - Kubeflow: the control plane, its live tier and the kit, then the kit on the older
+#     Trainer releases, each on a plane of its own.
+# Every part but the offline tests writes a log, printed whole once all have ended.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 KUBE=dispatch-kubeflow-testing/scripts/start-kube.sh
 SLURM=dispatch-slurm/scripts/start-slurm.sh
 SLURM_MATRIX="26.05.3 24.11.7"
+FLAP_SLURM=25.11.7
+FLAP_TESTS=test_slurm_live_flapping.py
 OLD_TRAINERS="v2.0.1 v2.1.0"
 everything=$([ $# -eq 0 ] && echo yes || echo no)
 say() { printf '[test +%ss] %s\n' "$SECONDS" "$*" >&2; }
+usable() { SLURM_VERSION=$1 bash "$SLURM" env >/dev/null 2>&1; }
 
 if [ "$everything" = yes ]; then
-    # The live Kubeflow tier's control plane (issue 11) is compiled from Go modules: a cold
-    # build is the longest step of a fresh machine, so it starts first, detached, at the
-    # lowest priority in its own scheduling group, and overlaps everything below. On a warm
+    # The live Kubeflow tier's control plane is compiled from Go modules: a cold build is
+    # the longest step of a fresh machine, so it starts first, detached, at the lowest
+    # priority in its own scheduling group, and overlaps everything below. On a warm
     # machine (binaries cached under /var/cache/dispatch/kube) it returns at once.
     bash "$KUBE" build --background
     # The Slurm releases besides Debian's 22.05 that the live tier runs on here (the
-    # newest and the oldest one still supported; 25.11.7 runs in `tox -e slurm-matrix`):
-    # built from their release tarballs, also detached at the lowest priority. Without
-    # the tarballs the matrix below says so in one line and skips them.
-    for version in $SLURM_MATRIX; do
-        if SLURM_VERSION=$version bash "$SLURM" env >/dev/null 2>&1; then
+    # newest and the oldest one still supported, and 25.11.7 for the flapping test; every
+    # live test runs on each in `tox -e slurm-matrix`): built from their release tarballs,
+    # also detached at the lowest priority. Without the tarballs the matrix below says so
+    # in one line and skips them.
+    for version in $SLURM_MATRIX $FLAP_SLURM; do
+        if usable "$version"; then
             SLURM_VERSION=$version bash "$SLURM" build --background
         fi
     done
@@ -35,24 +52,35 @@ bash scripts/setup.sh services
 export DISPATCH_TEST_POSTGRES=${DISPATCH_TEST_POSTGRES:-$(cat .venv/postgres-dsn)}
 .venv/bin/ruff check --no-cache .
 .venv/bin/ruff format --check --no-cache .
-# mypy --strict on every distribution's source, not only the core (issue 9)
+# mypy --strict on every distribution's source, not only the core
 for src in dispatch-core/src/dispatch dispatch-slurm/src/dispatch_slurm \
     dispatch-kubeflow/src/dispatch_kubeflow dispatch-testing/src/dispatch_testing \
     dispatch-slurm-testing/src/dispatch_slurm_testing \
     dispatch-kubeflow-testing/src/dispatch_kubeflow_testing; do
     .venv/bin/mypy --strict --no-error-summary "$src"
 done
-# Live tests carry the marker live(server=...). The Slurm ones run here, against the Slurm
-# started above; the Kubeflow ones need the control plane, so they run after, below.
-.venv/bin/python -m pytest --durations=20 -m "not live(server='kubeflow')" "$@"
-[ "$everything" = yes ] || exit 0
+# Live tests carry the marker live(server=...). With arguments: the offline tests and the
+# Slurm ones (against the Slurm started above); the Kubeflow ones need the control plane.
+if [ "$everything" = no ]; then
+    exec .venv/bin/python -m pytest --durations=20 -m "not live(server='kubeflow')" "$@"
+fi
 
-# The live tiers. The Slurm kit (against the Slurm started above) and the Kubeflow live
-# tier (against the real control plane) use different machines' worth of daemons and
-# mostly wait on them, so they run side by side; the Kubeflow tier's output is kept in a
-# log and printed after, so each reads whole.
-kube_log=$(mktemp /tmp/dispatch-kube-live.XXXXXX.log)
-(
+logs=()
+pids=()
+# background NAME COMMAND...: run COMMAND with its output in a log of its own; in a
+# subshell, since bash runs a simple command put in the background with SIGINT ignored,
+# and tests interrupt the commands they start with SIGINT (Ctrl-C)
+background() {
+    local name=$1 log
+    shift
+    log=$(mktemp "/tmp/dispatch-test-$name.XXXXXX.log")
+    say "$name: started (log $log)"
+    ("$@") >"$log" 2>&1 &
+    pids+=($!)
+    logs+=("$name:$log")
+}
+
+kube_part() {
     set -e
     say "Kubernetes control plane (waits for the build started above)"
     bash "$KUBE"
@@ -64,7 +92,7 @@ kube_log=$(mktemp /tmp/dispatch-kube-live.XXXXXX.log)
         DISPATCH_KUBE_TRAINER=$trainer bash "$KUBE" build --background
     done
     say "Kubeflow live tier: the adapter's live tests and the promises on the real controllers"
-    .venv/bin/python -m pytest -q -p no:cacheprovider -m "live(server='kubeflow')" \
+    .venv/bin/python -m pytest -q --durations=20 -m "live(server='kubeflow')" \
         dispatch-kubeflow/tests dispatch-kubeflow-testing/tests
     say "the conformance kit's live tier against the real control plane"
     .venv/bin/dispatch-conformance kubeflow --live -q
@@ -83,37 +111,60 @@ kube_log=$(mktemp /tmp/dispatch-kube-live.XXXXXX.log)
         [ "$rc" = 0 ]
         offset=$((offset + 1000))
     done
-) >"$kube_log" 2>&1 &
-kube_pid=$!
-# The other Slurm releases, side by side: each its own 4-node cluster beside the 22.05 one
-# (own ports, state and job ids), running the live kit and the live tests of what changed
-# between releases (the endings, multi-node endings and lost nodes, the warning, scripts,
-# arrays); every live test runs on each release in `tox -e slurm-matrix`. Output is kept in
-# a log per release, like the Kubeflow tier's.
+}
+
+# The flapping test stops and freezes slurmctld: on a cluster of its own, or on 22.05
+# once nothing else uses it
+flap_here=$(usable "$FLAP_SLURM" && echo "$FLAP_SLURM" || echo 22.05)
+
+slurm_2205_part() {
+    local rc=0
+    say "Slurm 22.05: dispatch-slurm's live tests"
+    .venv/bin/python -m pytest --durations=20 -m "live(server='slurm')" \
+        --ignore="dispatch-slurm/tests/$FLAP_TESTS" || rc=1
+    say "Slurm 22.05: the conformance kit's live tier"
+    .venv/bin/dispatch-conformance slurm --live -q || rc=1
+    if [ "$flap_here" = 22.05 ]; then
+        say "Slurm 22.05: the flapping test ($FLAP_SLURM cannot run here)"
+        .venv/bin/python -m pytest --durations=20 -m "live(server='slurm')" \
+            "dispatch-slurm/tests/$FLAP_TESTS" || rc=1
+    fi
+    return $rc
+}
+
+background kubeflow kube_part
+background slurm-22.05 slurm_2205_part
+if [ "$flap_here" != 22.05 ]; then
+    background "slurm-$FLAP_SLURM" env PYTHON=.venv/bin/python MATRIX_TESTS=$FLAP_TESTS \
+        MATRIX_KIT=no MATRIX_PYTEST_ARGS=--durations=20 \
+        bash dispatch-slurm/scripts/slurm-matrix.sh "$FLAP_SLURM"
+fi
+# The other Slurm releases: each its own 4-node cluster beside the 22.05 one (own ports,
+# state and job ids), running the live kit and the live tests of what changed between
+# releases (the endings, multi-node endings and lost nodes, the warning, scripts, arrays);
+# every live test runs on each release in `tox -e slurm-matrix`.
 matrix_tests="test_slurm_live_endings.py test_slurm_live_multinode.py test_slurm_live_node.py
     test_slurm_live_warning.py test_slurm_live_script.py test_slurm_live_arrays.py"
-matrix_pids=()
-matrix_logs=()
 for version in $SLURM_MATRIX; do
-    log=$(mktemp "/tmp/dispatch-slurm-$version.XXXXXX.log")
-    PYTHON=.venv/bin/python MATRIX_TESTS=$matrix_tests \
-        bash dispatch-slurm/scripts/slurm-matrix.sh "$version" >"$log" 2>&1 &
-    matrix_pids+=($!)
-    matrix_logs+=("$log")
+    background "slurm-$version" env PYTHON=.venv/bin/python MATRIX_TESTS="$matrix_tests" \
+        MATRIX_PYTEST_ARGS=--durations=20 bash dispatch-slurm/scripts/slurm-matrix.sh \
+        "$version"
 done
-say "the conformance kit's live tier against the real Slurm 22.05 (issue 5)"
-slurm_rc=0
-.venv/bin/dispatch-conformance slurm --live -q || slurm_rc=$?
-kube_rc=0
-wait "$kube_pid" || kube_rc=$?
-matrix_rc=0
-for pid in "${matrix_pids[@]}"; do wait "$pid" || matrix_rc=1; done
-say "Kubeflow live tier output:"
-cat "$kube_log"
-for log in "${matrix_logs[@]}"; do
-    say "Slurm live tier output ($log):"
-    cat "$log"
+
+say "offline tests"
+offline_rc=0
+.venv/bin/python -m pytest --durations=20 -m "not live" || offline_rc=$?
+say "offline tests: exit $offline_rc; waiting for the live parts"
+results=("offline: exit $offline_rc")
+failed=$offline_rc
+for i in "${!pids[@]}"; do
+    rc=0
+    wait "${pids[$i]}" || rc=$?
+    name=${logs[$i]%%:*}
+    say "$name output (${logs[$i]#*:}):"
+    cat "${logs[$i]#*:}"
+    results+=("$name: exit $rc")
+    [ "$rc" = 0 ] || failed=1
 done
-say "live Slurm 22.05 kit: exit $slurm_rc; live Kubeflow tier: exit $kube_rc;" \
-    "live Slurm $SLURM_MATRIX: exit $matrix_rc"
-[ "$slurm_rc" = 0 ] && [ "$kube_rc" = 0 ] && [ "$matrix_rc" = 0 ]
+say "results: ${results[*]}"
+[ "$failed" = 0 ]
