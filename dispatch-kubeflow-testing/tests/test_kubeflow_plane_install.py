@@ -4,14 +4,18 @@ Kueue's webhooks are registered, and the queues an administrator would create.""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import yaml  # type: ignore[import-untyped]
 from dispatch_kubeflow_testing.live.install import (
     KUEUE_COHORT,
     KUEUE_GPUS,
     conversion_patches,
+    install_base,
     kueue_setup,
     kueue_webhook,
 )
+from dispatch_kubeflow_testing.live.kubeapi import KubeApi
 
 
 def _hook(path: str) -> dict[str, object]:
@@ -70,3 +74,40 @@ def test_conversion_patches_are_the_ones_the_kustomization_applies(tmp_path: Pat
         "- path: patches/cainjection_in_x.yaml\n"
     )
     assert [d["metadata"]["name"] for d in conversion_patches(tmp_path)] == ["webhook_in_workloads"]
+
+
+class _FreshApi:
+    """An API server that has just accepted a CRD: its status says nothing yet
+    (``conditions: null``), then Established."""
+
+    def __init__(self) -> None:
+        self.gets = 0
+        self.applied: list[str] = []
+
+    def apply(self, obj: dict[str, object]) -> dict[str, object]:
+        self.applied.append(str(obj["kind"]))
+        return obj
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, object]:
+        self.gets += 1
+        if self.gets == 1:
+            return {"status": {"conditions": None}}
+        return {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
+
+    def wait(self, what: str, check: Any, timeout: float = 60.0) -> Any:
+        return KubeApi.wait(self, what, check, timeout=timeout, interval=0.01)  # type: ignore[arg-type]
+
+
+def test_a_crd_whose_status_has_no_conditions_yet_is_waited_for(tmp_path: Path) -> None:
+    """A fresh API server answers a CRD it has just accepted with ``conditions: null``:
+    the installer waits for Established (it failed the first start of a new run dir)."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.dev"},
+    }
+    (tmp_path / "crd.yaml").write_text(yaml.safe_dump(crd))
+    api = _FreshApi()
+    install_base(api, [tmp_path], nodes=0)  # type: ignore[arg-type]
+    assert api.gets == 2
+    assert api.applied[0] == "CustomResourceDefinition"
