@@ -457,6 +457,10 @@ AccountingStoragePort=$DBD_PORT
 AccountingStoreFlags=job_comment
 AccountingStorageTRES=gres/gpu
 SchedulerType=sched/backfill
+# a job that becomes eligible later (a requeued or preempted one after cred_expire, a
+# --begin) is started by the next backfill or main scheduling pass: every 2 and 5 s here,
+# not Slurm's 30 and 60 s, so a test that requeues does not wait half a minute each time
+SchedulerParameters=bf_interval=2,sched_interval=5
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU_Memory
 DefMemPerCPU=256
