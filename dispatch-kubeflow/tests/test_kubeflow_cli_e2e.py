@@ -46,6 +46,11 @@ def until(
         raise AssertionError(f"{late}:\n{out}\n{err}") from None
 
 
+def pod_lists(emulator: Emulator) -> int:
+    """How many pod listings the emulator has been asked for so far."""
+    return sum(1 for r in emulator.log.entries if r.verb == "list" and r.resource == "pods")
+
+
 def after_each_look(emulator: Emulator) -> Callable[[], None]:
     """One step of the emulated controllers each time the CLI has listed the pods twice
     since the last step (a request is logged before it is answered, so only the first of
@@ -53,13 +58,10 @@ def after_each_look(emulator: Emulator) -> Callable[[], None]:
     real cluster sees a preempted pod terminate (a second or more), however slow the
     machine."""
 
-    def pod_lists() -> int:
-        return sum(1 for r in emulator.log.entries if r.verb == "list" and r.resource == "pods")
-
-    seen = [pod_lists()]
+    seen = [pod_lists(emulator)]
 
     def tick() -> None:
-        if (now := pod_lists()) >= seen[0] + 2:
+        if (now := pod_lists(emulator)) >= seen[0] + 2:
             seen[0] = now
             emulator.advance()
 
@@ -115,6 +117,13 @@ def test_cli_submit_recovers_a_preempted_trainjob(
     )
     first = emulator.names()[0]
     assert first.endswith("-1")
+    # The pods run as soon as the TrainJob is created, before the submit's last write
+    # (the runtime copy's owner), and every write the emulator serves is a step of its
+    # controllers: a preemption before that write would see the pod's deletion confirmed
+    # before the CLI could look. A pod listing after the pods run is the CLI supervising,
+    # every write of the submit done.
+    before = pod_lists(emulator)
+    until("the CLI supervises the first TrainJob", lambda: pod_lists(emulator) > before, proc)
     emulator.preempt(first, pod=1)
     until(
         "a second TrainJob runs",
