@@ -244,13 +244,18 @@ def test_the_trainjob_carries_kueue_queue_and_priority_labels_in_the_dry_run(
     backend: KubeflowBackend,
 ) -> None:
     """What is prepared is what is sent: the labels Kueue reads, in the TrainJob's
-    metadata; a gated one keeps the queue in its annotation until the gate opens."""
+    metadata; a gated one (S-28) carries its queue too, and names a prebuilt Workload
+    nobody creates, which holds it at Kueue until the gate opens."""
     spec = SPEC.model_copy(update={"options": {"queue": "team-a", "priority": "high"}})
     labels = backend.dispatch_prepare("job-q", 1, spec, False).mapping("TrainJob")["metadata"][
         "labels"
     ]
     assert labels[tags.KUEUE_QUEUE] == "team-a" and labels[tags.KUEUE_PRIORITY] == "high"
-    gated = backend.dispatch_prepare("job-q", 1, spec, True).mapping("TrainJob")["metadata"]
-    assert tags.KUEUE_QUEUE not in gated["labels"]
-    assert gated["labels"][tags.KUEUE_PRIORITY] == "high"
-    assert gated["annotations"][tags.QUEUE] == "team-a"
+    assert tags.KUEUE_PREBUILT not in labels
+    gated = backend.dispatch_prepare("job-q", 1, spec, True).mapping("TrainJob")
+    assert gated["metadata"]["labels"][tags.KUEUE_QUEUE] == "team-a"
+    assert gated["metadata"]["labels"][tags.KUEUE_PRIORITY] == "high"
+    assert gated["metadata"]["labels"][tags.KUEUE_PREBUILT] == (
+        gated["metadata"]["name"] + "-gated"
+    )
+    assert gated["metadata"]["annotations"][tags.QUEUE] == "team-a"

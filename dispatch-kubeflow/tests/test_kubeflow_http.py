@@ -265,26 +265,32 @@ def test_a_trainjob_that_cannot_be_read_has_no_gate_to_open_S36(
     assert emulator.trainjob(name_of(object_id))["spec"]["suspend"] is True
 
 
-def test_gate_under_kueue_is_the_queue_label_not_suspend(
+def test_gate_under_kueue_is_a_prebuilt_workload_that_does_not_exist_S28(
     make_backend: Callable[..., KubeflowBackend], emulator: Emulator
 ) -> None:
-    """Under Kueue, which owns suspend, a gated TrainJob is kept out of the queue; opening
-    the gate hands it to Kueue, which admits it and resumes it."""
+    """S-28: under Kueue, which owns suspend, a gated TrainJob carries its queue and names
+    a prebuilt Workload nobody creates, so Kueue makes no Workload and admits nothing;
+    opening the gate removes that name and leaves suspend to Kueue, which admits it and
+    resumes it."""
     backend = make_backend(queue="team-a")
     object_id = backend.dispatch_submit(job_id="job-k", submission=1, spec=SPEC, gated=True)
     name = name_of(object_id)
     tj = emulator.trainjob(name)
-    assert tags.KUEUE_QUEUE not in tj["metadata"]["labels"] and tj["spec"]["suspend"] is True
+    assert tj["metadata"]["labels"][tags.KUEUE_QUEUE] == "team-a"
+    assert tj["metadata"]["labels"][tags.KUEUE_PREBUILT] == f"{name}-gated"
+    assert tj["spec"]["suspend"] is True
+    emulator.advance(5)
     with pytest.raises(LookupError):
         emulator.workload(name)
     assert only(backend, "job-k").phase is Phase.GATED
     patches_before = [r for r in emulator.log.entries if r.verb == "patch"]
     backend.dispatch_open_gate(object_id=object_id)
     patch = [r for r in emulator.log.entries if r.verb == "patch"][len(patches_before)]
-    assert (
-        patch.body["metadata"]["labels"] == {tags.KUEUE_QUEUE: "team-a"}
-        and "spec" not in patch.body
-    )
+    assert patch.body["metadata"]["labels"] == {
+        tags.KUEUE_PREBUILT: None,
+        tags.KUEUE_QUEUE: "team-a",
+    }
+    assert "spec" not in patch.body
     assert emulator.workload(name)["status"]["conditions"]
     assert only(backend, "job-k").phase is Phase.RUNNING
 

@@ -7,8 +7,9 @@ This module is the entry point (``dispatch.backends: kubeflow``), so it stays li
   JobSet, Jobs and Pods by job id and submission number; created with strict field
   validation; a refusal is ``SubmitRefused`` with the server's words (launch-failed).
 - gate: ``spec.suspend: true``, opened by patching it false. Under Kueue, which owns
-  ``suspend``, a gated TrainJob is created without the queue-name label (Kueue ignores it)
-  and opening the gate adds the label: Kueue then admits and resumes it.
+  ``suspend``, a gated TrainJob carries its queue and names a prebuilt Workload that does
+  not exist (Kueue makes none, so admits nothing); opening the gate removes that name:
+  Kueue then makes the Workload, admits it and resumes the TrainJob.
 - stop: the stop's cause is written on the object, then a Foreground delete (the
   TrainJob stays listed until its pods are gone, which is what the gate fence needs;
   asked again of a TrainJob still being deleted, a Background one, see ``_propagation``);
@@ -59,6 +60,7 @@ from dispatch_kubeflow.evidence import (
     annotations_of,
     group,
     jobset_names,
+    labels,
     meta,
     name_of,
     needs_nodes,
@@ -374,6 +376,17 @@ class KubeflowBackend:
                 *defaults,
                 *(
                     (
+                        f"gated: created suspended and labelled {tags.KUEUE_PREBUILT}="
+                        f"{body['metadata']['labels'][tags.KUEUE_PREBUILT]}, a Kueue Workload "
+                        "nobody creates, so Kueue makes none and admits nothing, whatever "
+                        "queue the TrainJob has; opening the gate removes the label (and "
+                        "resumes it when it has no queue)",
+                    )
+                    if gated
+                    else ()
+                ),
+                *(
+                    (
                         f"Trainer {self.config.trainer_version[0]}."
                         f"{self.config.trainer_version[1]} carries -o label to the TrainJob "
                         "and its JobSet, not to the pods (2.1 and later carry them there)",
@@ -475,10 +488,16 @@ class KubeflowBackend:
         annotations = annotations_of(tj)
         if meta(tj).get("deletionTimestamp") or annotations.get(tags.GATE) != "closed":
             return
-        patch: dict[str, Any] = {"metadata": {"annotations": {tags.GATE: "open"}}}
-        queue = text(annotations.get(tags.QUEUE))
+        # the queue as the TrainJob carries it (its own, or the one Kueue's webhook gave
+        # it), else as dispatch kept it (a TrainJob gated without the label)
+        queue = text(labels(tj).get(tags.KUEUE_QUEUE)) or text(annotations.get(tags.QUEUE))
+        patch: dict[str, Any] = {
+            "metadata": {"annotations": {tags.GATE: "open"}, "labels": {tags.KUEUE_PREBUILT: None}}
+        }
         if queue:
-            patch["metadata"]["labels"] = {tags.KUEUE_QUEUE: queue}
+            # Kueue owns suspend: without the prebuilt Workload's name it makes a Workload,
+            # admits it and resumes the TrainJob
+            patch["metadata"]["labels"][tags.KUEUE_QUEUE] = queue
         else:
             patch["spec"] = {"suspend": False}
         try:

@@ -259,6 +259,7 @@ def build_trainjob(
             f"(configured {version[0]}.{version[1]}); put the limit in the runtime instead"
         )
     queue = spec.options.get("queue") or config.queue or default_queue
+    name = tags.object_name(job_id, submission, spec.name)
     # the user's labels first: dispatch's own are never overridden (validate refuses that)
     labels = {
         **user_labels.given(spec.options.get("label"), "label"),
@@ -272,8 +273,12 @@ def build_trainjob(
     meta_labels = dict(labels)
     if queue:
         annotations[tags.QUEUE] = queue
-        if not gated:
-            meta_labels[tags.KUEUE_QUEUE] = queue
+        meta_labels[tags.KUEUE_QUEUE] = queue
+    if gated:
+        # Kueue makes no Workload for it, so admits and resumes nothing, until the gate
+        # opens and removes the label; set at creation, so there is no moment Kueue could
+        # act first, whatever queue its webhook gives a TrainJob that names none
+        meta_labels[tags.KUEUE_PREBUILT] = tags.gate_workload(name)
     if priority := spec.options.get("priority"):
         meta_labels[tags.KUEUE_PRIORITY] = priority
     trainer: dict[str, Any] = {"numNodes": spec.resources.nodes}
@@ -291,7 +296,6 @@ def build_trainjob(
             "dispatch-kubeflow: a warning (--warn) needs the runtime copy for its grace "
             "period and hook (DISPATCH_KUBEFLOW_RUNTIME_COPY=0 is set)"
         )
-    name = tags.object_name(job_id, submission, spec.name)
     runtime = spec.options.get("runtime") or config.runtime
     if config.runtime_copy:
         annotations[tags.RUNTIME] = f"{config.runtime_kind}/{runtime}"
@@ -302,8 +306,8 @@ def build_trainjob(
             "kind": "TrainingRuntime" if config.runtime_copy else config.runtime_kind,
         },
         "trainer": trainer,
-        # Under Kueue the webhook suspends it anyway; a gated one is left out of Kueue
-        # (no queue label) and kept suspended by dispatch until the gate opens.
+        # Under Kueue the webhook suspends it anyway, and a gated one stays so while its
+        # prebuilt Workload does not exist; without Kueue dispatch's gate is this field.
         "suspend": gated,
     }
     if spec.resources.time_limit is not None:

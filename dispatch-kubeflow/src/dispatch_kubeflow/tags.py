@@ -28,6 +28,10 @@ KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 #: Kueue's ``WorkloadPriorityClassLabel``: the WorkloadPriorityClass of the job's Workload
 KUEUE_PRIORITY = "kueue.x-k8s.io/priority-class"
 KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+#: Kueue's ``PrebuiltWorkloadLabel``: Kueue makes no Workload for a job that carries it and
+#: admits the job only through the Workload it names; a gated TrainJob names one that is
+#: never created (:func:`gate_workload`), so Kueue holds it until the gate opens (S-28)
+KUEUE_PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 
@@ -78,6 +82,13 @@ def object_name(job_id: str, submission: int, name: str) -> str:
         prefix = "j" + prefix[:15]
     digest = hashlib.sha256(job_id.encode()).hexdigest()[:10]
     return f"{prefix}-{digest}-{submission}"
+
+
+def gate_workload(name: str) -> str:
+    """The Workload a gated TrainJob ``name`` names in :data:`KUEUE_PREBUILT`: nobody
+    creates it, and Kueue never names one so (its names are ``trainjob-<name>-<5 hex
+    digits>``, and ``gated`` is not hex). A DNS-1123 subdomain and a label value (≤ 46)."""
+    return f"{name}-gated"
 
 
 def object_id(namespace: str, name: str) -> str:

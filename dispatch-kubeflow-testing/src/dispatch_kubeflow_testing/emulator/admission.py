@@ -16,6 +16,7 @@ from dispatch_kubeflow_testing.emulator.store import (
     CLUSTER_RUNTIME,
     JOB,
     JOBSET,
+    LOCAL_QUEUE,
     RUNTIME,
     ApiError,
     Obj,
@@ -58,9 +59,16 @@ def _unknown(obj: dict[str, Any], allowed: set[str], prefix: str, strict: bool) 
 
 
 def admit_trainjob(
-    store: Store, namespace: str, body: Obj, version: tuple[int, ...], strict: bool
+    store: Store,
+    namespace: str,
+    body: Obj,
+    version: tuple[int, ...],
+    strict: bool,
+    *,
+    kueue: bool = True,
 ) -> Obj:
-    """Schema check (strict or pruning), then the Trainer and Kueue webhooks."""
+    """Schema check (strict or pruning), then the Trainer and Kueue webhooks (``kueue``:
+    Kueue is installed)."""
     if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
         raise ApiError(
             400,
@@ -128,10 +136,26 @@ def admit_trainjob(
         )
     spec.setdefault("suspend", False)
     spec.setdefault("managedBy", "trainer.kubeflow.org/trainjob-controller")
+    if kueue:
+        default_local_queue(store, namespace, body)
     if ((body.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME):
         spec["suspend"] = True
     body.setdefault("status", {})
     return body
+
+
+def default_local_queue(store: Store, namespace: str, body: Obj) -> None:
+    """Kueue's LocalQueueDefaulting (v0.17.0 ``jobframework.ApplyDefaultLocalQueue``, run
+    by its TrainJob webhook at create, the feature locked on): a TrainJob without a queue
+    label, in a namespace that has a LocalQueue named ``default``, gets that queue (unless
+    its controller owner is a job kind Kueue manages; none is here)."""
+    meta = body.setdefault("metadata", {})
+    labels = meta.get("labels") or {}
+    if labels.get(QUEUE_NAME):
+        return
+    if not any(q["metadata"]["name"] == "default" for q in store.items(LOCAL_QUEUE, namespace)):
+        return
+    meta["labels"] = {**labels, QUEUE_NAME: "default"}
 
 
 def check_trainjob_update(old: Obj, patch: Any) -> None:

@@ -54,6 +54,7 @@ from dispatch_kubeflow_testing.emulator.objects import (
 from dispatch_kubeflow_testing.emulator.store import (
     TRAINJOB,
     WORKLOAD,
+    ApiError,
     Obj,
 )
 
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from dispatch_kubeflow_testing.emulator.cluster import Cluster
 
 PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 NO_RESERVATION = ("NoReservation", "The workload has no reservation")
 REQUEUE_LIMIT = "exceeding the maximum number of re-queuing retries"
 HUMAN_REASONS = {
@@ -124,6 +126,26 @@ def _workload(c: Cluster, tj: Obj) -> Obj:
     )
 
 
+def _prebuilt(c: Cluster, tj: Obj) -> Obj | None:
+    """The Workload a job's ``kueue.x-k8s.io/prebuilt-workload-name`` label names
+    (``jobframework`` ``ensureOneWorkload``): none when it does not exist or another
+    object controls it, and Kueue then makes none; else adopted (controller owner and
+    job-uid label). Kueue's check that it matches the job is not emulated."""
+    meta = tj["metadata"]
+    try:
+        wl = c.store.raw(WORKLOAD, meta["namespace"], meta["labels"][PREBUILT])
+    except ApiError:
+        return None
+    owners = [o for o in wl["metadata"].get("ownerReferences") or [] if o.get("controller")]
+    if owners and owners[0].get("uid") != meta["uid"]:
+        return None
+    if not owners:
+        wl["metadata"]["ownerReferences"] = [c.owner_ref(tj)]
+        wl["metadata"].setdefault("labels", {})[KUEUE_JOB_UID] = meta["uid"]
+        c.store.touch(wl)
+    return wl
+
+
 def kueue(c: Cluster) -> None:
     queued: list[tuple[Obj, Obj]] = []
     for tj in list(c.store.items(TRAINJOB)):
@@ -132,7 +154,11 @@ def kueue(c: Cluster) -> None:
             continue
         if is_true(tj, "Complete") or is_true(tj, "Failed"):
             continue
-        queued.append((tj, _workload(c, tj)))
+        wl = _prebuilt(c, tj) if PREBUILT in meta["labels"] else _workload(c, tj)
+        if wl is None:
+            _suspend(c, tj, True)  # stopJob: "missing workload"; Kueue makes none
+            continue
+        queued.append((tj, wl))
     for tj, wl in queued:
         if not wl["spec"].get("active", True):
             _deactivate(c, tj, wl)

@@ -205,7 +205,12 @@ class Api:
                 if res is TRAINJOB:
                     strict = request.query.get("fieldValidation", "Warn") == "Strict"
                     body = admit_trainjob(
-                        self.store, ns, body, self.cluster.trainer_version, strict
+                        self.store,
+                        ns,
+                        body,
+                        self.cluster.trainer_version,
+                        strict,
+                        kueue=self.cluster.kueue_installed,
                     )
                 body.pop("status", None) if res is not TRAINJOB else None
                 created = self.store.create(res, ns, mutate(res, body))
