@@ -866,6 +866,64 @@ def test_pod_being_preempted_is_running_and_its_ending_kept() -> None:
     assert "PreemptionByScheduler" in kept.cause.detail and kept.cause.nodes == ("gpu-node-0",)
 
 
+def _preemption_of_two_nodes() -> list[tuple[dict[str, Any], dict[str, Any], list[Any]]]:
+    """What a 2-node TrainJob shows, look after look, while the scheduler preempts node 1:
+    its pod is marked and deleted, ends (143), the Job's podFailurePolicy fails the Job and
+    stops node 0 (143, no disruption of its own), the pods go, the TrainJob fails."""
+    disruption = c(
+        "DisruptionTarget",
+        reason="PreemptionByScheduler",
+        message="default-scheduler: preempting to accommodate a higher priority pod",
+        when=T1,
+    )
+    words = f"Pod {NS}/{NAME}-node-0-1-x1 has condition DisruptionTarget matching FailJob rule"
+    target = c("FailureTarget", reason="PodFailurePolicy", message=f"{words} at index 0", when=T1)
+    failed = c("Failed", reason="PodFailurePolicy", message=f"{words} at index 0", when=T2)
+    victim = pod(1, deleting=T1, conds=(disruption,))
+    victim_ended = pod(
+        1, phase="Failed", deleting=T1, state=terminated("Error", 143, T1), conds=(disruption,)
+    )
+    stopping = pod(0, deleting=T1)
+    stopped = pod(0, phase="Failed", deleting=T1, state=terminated("Error", 143, T2))
+    running, ended = trainjob(), trainjob(FAILED_JOBS)
+    return [
+        (running, job(), [pod(0), victim]),
+        (running, job(), [pod(0), victim_ended]),
+        (running, job(target), [stopping, victim_ended]),
+        (running, job(target), [stopping]),
+        (running, job(target), [stopped]),
+        (running, job(target, failed), [stopped]),
+        (ended, job(target, failed), [stopped]),
+        (ended, job(target, failed), []),
+    ]
+
+
+@pytest.mark.parametrize("looks", range(1 << 6))
+@pytest.mark.parametrize("last", [6, 7])
+def test_preemption_reads_preempted_whichever_moments_are_seen_S42(looks: int, last: int) -> None:
+    """S-42, S-40: a reader that saw any of the moments of a preemption (each kept
+    ending written back on the TrainJob, as discovery does) reads the ended TrainJob as
+    preempted: never the 143 of the node the Job stopped in its wake, whether the
+    preempted pod, the stopped one, both or neither are still listed; with the scheduler's
+    reason whenever the preempted pod was seen."""
+    moments = _preemption_of_two_nodes()
+    seen = [i for i in range(6) if looks >> i & 1] + [last]
+    kept: dict[str, str] = {}
+    view = None
+    for i in seen:
+        tj, j, pods = moments[i]
+        tj = {**tj, "metadata": {**tj["metadata"]}}
+        tj["metadata"]["annotations"] = {**tj["metadata"]["annotations"], **kept}
+        view, keep = read(
+            Evidence(JOB_ID, 1, NAME, NS, trainjob=tj, jobset=jobset(), jobs=[j], pods=pods)
+        )
+        kept.update(keep)
+    assert view is not None and view.phase is Phase.ENDED and view.cause is not None
+    assert view.cause.kind is CauseKind.PREEMPTED, view.cause.detail
+    if looks & 0b11:
+        assert "PreemptionByScheduler" in view.cause.detail
+
+
 def test_ending_kept_on_the_trainjob_outlives_the_deleted_pods() -> None:
     """S-40: the Job controller deletes the pods it stops (a preempted pod, a crash-looping
     one once its backoff runs out); the ending dispatch kept on the TrainJob while they

@@ -57,6 +57,9 @@ LAUNCH_REASONS = frozenset(
 )
 _POLICY_EXIT = re.compile(r"failed with exit code (\d{1,9}) matching FailJob rule")
 _POLICY_DISRUPTION = re.compile(r"has condition DisruptionTarget matching FailJob rule")
+#: the pod a podFailurePolicy message names (``Pod NS/NAME has condition ...``,
+#: ``Container C for pod NS/NAME failed with exit code ...``)
+_POLICY_POD = re.compile(r"[Pp]od [^/\s]+/(\S+) (?:has condition|failed with exit code)")
 
 
 @dataclass(frozen=True)
@@ -259,7 +262,8 @@ def job_cause(job: Obj) -> Cause | None:
     if failed is None:
         return None
     words = f"job {name_of(job)}: {said(failed)}"
-    at = failed.get("lastTransitionTime")
+    # when the Job failed: FailureTarget (Failed follows once the pods it stopped are gone)
+    at = (true(job, "FailureTarget") or failed).get("lastTransitionTime")
     message = text(failed.get("message"))
     if failed.get("reason") == "DeadlineExceeded":
         return make_cause(K.TIME_LIMIT, words, at)
@@ -271,6 +275,16 @@ def job_cause(job: Obj) -> Cause | None:
     return None
 
 
+def failing_pod(job: Obj) -> str:
+    """The pod whose failure matched the Job's podFailurePolicy FailJob rule, as the
+    Job's condition names it; empty when it names none."""
+    failed = true(job, "Failed") or true(job, "FailureTarget")
+    if failed is None or failed.get("reason") != "PodFailurePolicy":
+        return ""
+    m = _POLICY_POD.search(text(failed.get("message")))
+    return m.group(1) if m else ""
+
+
 def ending_of(ev: Evidence, attempt: int) -> tuple[Cause | None, tuple[Cause, ...]]:
     """The cause that ended one restart attempt: a Job's deadline first (it deleted the
     pods), then the root cause across the pods (the earliest failure, not the pods killed
@@ -279,17 +293,29 @@ def ending_of(ev: Evidence, attempt: int) -> tuple[Cause | None, tuple[Cause, ..
     a preempted pod, a crash-looping one once its backoff runs out), then what a Job's
     condition says (its podFailurePolicy message names the exit code or a disruption, not
     the disruption's reason). None when nothing ended. The second value is every pod's
-    own ending."""
+    own ending.
+
+    When the pod a podFailurePolicy names is gone, the pods that show a failure may be
+    the ones the Job stopped in its wake (143, no disruption of their own: S-42): the
+    gone pod's ending (kept, else the Job's words, timed at its FailureTarget) is then
+    weighed with theirs by the root-cause rule, so a preemption reads the same whichever
+    moment dispatch looks at."""
     jobs = ev.of_attempt("jobs", attempt)
     job_causes = [c for c in (job_cause(j) for j in jobs) if c is not None]
     for c in job_causes:
         if c.kind is K.TIME_LIMIT:
             return c, ()
-    causes = tuple(c for c in (pod_cause(p) for p in ev.of_attempt("pods", attempt)) if c)
+    pods = ev.of_attempt("pods", attempt)
+    causes = tuple(c for c in (pod_cause(p) for p in pods) if c)
     failures = tuple(c for c in causes if c.kind is not K.NONE)
+    kept = recorded_executions(ev.trainjob).get(attempt)
+    shown = {name_of(p) for p in pods}
+    gone = [why for j in jobs if (n := failing_pod(j)) and n not in shown and (why := job_cause(j))]
+    if failures and gone:
+        first = kept.cause if kept is not None and kept.cause is not None else gone[0]
+        return root_cause((first, *failures)), causes
     if failures:
         return root_cause(failures), causes
-    kept = recorded_executions(ev.trainjob).get(attempt)
     if kept is not None and kept.cause is not None:
         return kept.cause, kept.node_causes
     if job_causes:
