@@ -9,4 +9,6 @@ each ending on it the way a cluster would produce it.
 - :mod:`.cluster` — starts the control plane through the script and reads its endpoint;
 - :mod:`.driver` — provokes endings: exits, OOM kills, pull failures, preemption through
   the real scheduler, lost nodes, a frozen API server.
+- :mod:`.flapping` — the campaign that stops and freezes a plane's kube-apiserver under
+  TrainJobs and a supervisor (on a plane of its own: :func:`.cluster.own_plane`).
 """
