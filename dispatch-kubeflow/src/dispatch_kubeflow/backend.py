@@ -377,7 +377,7 @@ class KubeflowBackend:
                 *(
                     (
                         f"gated: created suspended and labelled {tags.KUEUE_PREBUILT}="
-                        f"{body['metadata']['labels'][tags.KUEUE_PREBUILT]}, a Kueue Workload "
+                        f"{tags.gate_workload(body['metadata']['name'])}, a Kueue Workload "
                         "nobody creates, so Kueue makes none and admits nothing, whatever "
                         "queue the TrainJob has; opening the gate removes the label (and "
                         "resumes it when it has no queue)",
