@@ -156,6 +156,34 @@ def test_background_deletion_removes_the_owner_then_its_dependents(
     assert emulator.pods("t1") == []
 
 
+def test_a_patch_of_annotations_or_owner_references_lets_no_time_pass(
+    api: client.ApiClient, emulator: Emulator
+) -> None:
+    """No controller acts on annotations or owner references, so a client writing them
+    (a reader's bookkeeping, a submit owning its runtime copy) runs no controller step: a
+    preempted pod stays terminating, as on a real cluster for its grace period, until
+    time passes; any other write is a step."""
+    custom = client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(G, V, "default", "trainjobs", trainjob("t1"))
+    emulator.settle()
+    emulator.preempt("t1", pod=1)
+    step = emulator.cluster.step
+    owner = {"apiVersion": f"{G}/{V}", "kind": "TrainJob", "name": "t1", "uid": "u-1"}
+    for body in (
+        {"metadata": {"annotations": {"seen": "yes"}}},
+        {"metadata": {"ownerReferences": [owner]}},
+        {"metadata": {"annotations": {"seen": "again"}, "ownerReferences": [owner]}},
+    ):
+        custom.patch_namespaced_custom_object(G, V, "default", "trainjobs", "t1", body)
+    assert emulator.cluster.step == step
+    (victim,) = [p for p in emulator.pods("t1") if "deletionTimestamp" in p["metadata"]]
+    assert victim["status"]["phase"] == "Running"
+    custom.patch_namespaced_custom_object(
+        G, V, "default", "trainjobs", "t1", {"metadata": {"labels": {"team": "a"}}}
+    )
+    assert emulator.cluster.step == step + 1
+
+
 def test_going_away_refuses_connections_and_coming_back_keeps_the_objects(
     api: client.ApiClient, emulator: Emulator
 ) -> None:

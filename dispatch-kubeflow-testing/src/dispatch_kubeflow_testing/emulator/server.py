@@ -131,11 +131,18 @@ def _json_patch(obj: Obj, ops: list[dict[str, Any]]) -> Obj:
     return result
 
 
-def _annotations_only(body: object) -> bool:
+#: metadata no controller acts on when it changes (the garbage collector reads owner
+#: references only once an owner is gone, which its next pass sees anyway)
+BOOKKEEPING = frozenset({"annotations", "ownerReferences"})
+
+
+def _bookkeeping_only(body: object) -> bool:
+    """A patch of annotations or owner references alone: on a real cluster it sets no
+    controller's time going, so here it runs no reconcile step."""
     if not isinstance(body, dict) or set(body) != {"metadata"}:
         return False
     meta = body["metadata"]
-    return isinstance(meta, dict) and set(meta) == {"annotations"}
+    return isinstance(meta, dict) and bool(meta) and set(meta) <= BOOKKEEPING
 
 
 class Api:
@@ -224,9 +231,10 @@ class Api:
                 if res is TRAINJOB and not where.status:
                     check_trainjob_update(self.store.raw(res, ns, name), body)
                 patched = self.store.patch(res, ns, name, body, status=where.status)
-                if not _annotations_only(body):
-                    # no controller acts on an annotation; reconciling here would let a
-                    # reader's bookkeeping write advance the cluster under the test
+                if not _bookkeeping_only(body):
+                    # reconciling on a reader's annotation or a submit's owner reference
+                    # would let that write advance the cluster under the test (a preempted
+                    # pod's deletion confirmed before anyone could see it terminate)
                     self.reconcile()
                 return 200, patched
             if request.method == "DELETE" and name is not None:
