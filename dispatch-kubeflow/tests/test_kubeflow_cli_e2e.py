@@ -117,11 +117,11 @@ def test_cli_submit_recovers_a_preempted_trainjob(
     )
     first = emulator.names()[0]
     assert first.endswith("-1")
-    # The pods run as soon as the TrainJob is created, before the submit's last write
-    # (the runtime copy's owner), and every write the emulator serves is a step of its
-    # controllers: a preemption before that write would see the pod's deletion confirmed
-    # before the CLI could look. A pod listing after the pods run is the CLI supervising,
-    # every write of the submit done.
+    # The pods run as soon as the TrainJob is created, before the submit has returned,
+    # and a write the emulator serves (but for annotations or owner references alone) is
+    # a step of its controllers: a submit's write after the preemption would confirm the
+    # pod's deletion before the CLI could look. A pod listing after the pods run is the
+    # CLI supervising, every write of the submit done.
     before = pod_lists(emulator)
     until("the CLI supervises the first TrainJob", lambda: pod_lists(emulator) > before, proc)
     emulator.preempt(first, pod=1)
