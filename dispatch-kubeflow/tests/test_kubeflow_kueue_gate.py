@@ -15,6 +15,7 @@ import pytest
 from dispatch import Cause, CauseKind, JobSpec, Phase, Provenance, Resources
 from dispatch_kubeflow import tags
 from dispatch_kubeflow.backend import KubeflowBackend
+from dispatch_kubeflow.errors import ApiRefused
 from dispatch_kubeflow_testing.emulator import Emulator
 
 SPEC = JobSpec(
@@ -140,12 +141,16 @@ def test_a_default_queue_made_after_the_prepare_still_cannot_take_a_gated_trainj
     assert emulator.is_running(name)
 
 
-def test_without_kueue_the_gate_is_suspend_and_the_prebuilt_name_is_dropped(
-    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
+@pytest.mark.parametrize("kueue", [True, False])
+def test_without_a_queue_the_gate_is_suspend_and_the_prebuilt_name_stays(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator, kueue: bool
 ) -> None:
-    """Without Kueue the label means nothing; opening the gate resumes the TrainJob and
-    removes the label."""
-    emulator.kueue_uninstall()
+    """No queue (none chosen, no LocalQueue ``default``), with Kueue or without: Kueue
+    leaves the TrainJob alone and ``suspend`` is the gate. Opening it resumes the TrainJob
+    and keeps the prebuilt-workload label, which Kueue's webhook refuses to change on a
+    TrainJob that is not suspended (as the live tier showed)."""
+    if not kueue:
+        emulator.kueue_uninstall()
     backend = make_backend()
     object_id = backend.dispatch_submit(job_id="job-n", submission=1, spec=SPEC, gated=True)
     name = name_of(object_id)
@@ -154,5 +159,19 @@ def test_without_kueue_the_gate_is_suspend_and_the_prebuilt_name_is_dropped(
     backend.dispatch_open_gate(object_id=object_id)
     emulator.settle()
     tj = emulator.trainjob(name)
-    assert tj["spec"]["suspend"] is False and tags.KUEUE_PREBUILT not in tj["metadata"]["labels"]
+    assert tj["spec"]["suspend"] is False
+    assert tj["metadata"]["labels"][tags.KUEUE_PREBUILT] == f"{name}-gated"
     assert emulator.is_running(name)
+
+
+def test_emulated_kueue_webhook_keeps_the_prebuilt_name_of_a_running_trainjob(
+    backend: KubeflowBackend, emulator: Emulator
+) -> None:
+    """Kueue v0.17.0's webhook: the prebuilt-workload label cannot change in the update
+    that resumes a TrainJob (403, the live tier's words)."""
+    name = name_of(backend.dispatch_submit(job_id="job-i", submission=1, spec=SPEC, gated=True))
+    patch = {"metadata": {"labels": {tags.KUEUE_PREBUILT: None}}, "spec": {"suspend": False}}
+    with pytest.raises(ApiRefused, match="field is immutable") as refused:
+        backend.kube.patch_trainjob("default", name, patch)
+    assert refused.value.status == 403
+    assert emulator.trainjob(name)["spec"]["suspend"] is True

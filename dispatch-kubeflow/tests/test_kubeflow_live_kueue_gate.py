@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 from dispatch import Cause, CauseKind, JobSpec, Phase, Provenance, Resources
@@ -42,30 +43,32 @@ CANCEL = Cause(
 )
 
 
-@pytest.fixture
-def queued_namespace(live_plane: ControlPlane) -> Iterator[LiveDriver]:
-    """A namespace of this test's own with a Kueue LocalQueue ``default`` that Kueue
-    knows (``Active``); its TrainJobs, pods and Workloads gone and it deleted after."""
-    assert "kueue" in live_plane.versions, (
-        f"this control plane runs no Kueue ({live_plane.versions}); start-kube.sh runs "
+@contextmanager
+def own_namespace(plane: ControlPlane, *, default_queue: bool) -> Iterator[LiveDriver]:
+    """A namespace of the test's own, with a Kueue LocalQueue ``default`` that Kueue
+    knows (``Active``) when ``default_queue``; its TrainJobs, pods and Workloads gone and
+    it deleted after."""
+    assert "kueue" in plane.versions, (
+        f"this control plane runs no Kueue ({plane.versions}); start-kube.sh runs "
         "Kueue with DISPATCH_KUBE_TRAINER=v2.2.0"
     )
     namespace = f"dispatch-gate-{uuid.uuid4().hex[:6]}"
-    driver = LiveDriver(live_plane, namespace=namespace)
+    driver = LiveDriver(plane, namespace=namespace)
     driver.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     try:
-        driver.api.create(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "LocalQueue",
-                "metadata": {"name": "default", "namespace": namespace},
-                "spec": {"clusterQueue": "team-a"},
-            }
-        )
-        driver.wait(
-            f"LocalQueue {namespace}/default active",
-            lambda: is_true(driver.api.get("LocalQueue", "default", namespace), "Active"),
-        )
+        if default_queue:
+            driver.api.create(
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": "default", "namespace": namespace},
+                    "spec": {"clusterQueue": "team-a"},
+                }
+            )
+            driver.wait(
+                f"LocalQueue {namespace}/default active",
+                lambda: is_true(driver.api.get("LocalQueue", "default", namespace), "Active"),
+            )
         yield driver
     finally:
         driver.cleanup()
@@ -79,6 +82,12 @@ def queued_namespace(live_plane: ControlPlane) -> Iterator[LiveDriver]:
             return False
 
         driver.wait(f"namespace {namespace} deleted", gone, timeout=300)
+
+
+@pytest.fixture
+def queued_namespace(live_plane: ControlPlane) -> Iterator[LiveDriver]:
+    with own_namespace(live_plane, default_queue=True) as driver:
+        yield driver
 
 
 @pytest.fixture
@@ -202,3 +211,29 @@ def test_live_gated_replacement_never_runs_beside_the_first_under_a_default_queu
     assert overlap.listings > 10
     assert is_true(live.workload(second), "Admitted")
     assert live.workload(second)["spec"]["queueName"] == "default"
+
+
+def test_live_gated_without_a_queue_is_suspend_and_opening_keeps_the_kueue_label(
+    live_plane: ControlPlane, make_live_backend: Callable[..., KubeflowBackend], job_id: str
+) -> None:
+    """S-37: in a namespace without a LocalQueue ``default`` and no queue chosen, the
+    gated TrainJob has no queue label, so Kueue leaves it alone and ``suspend`` is the
+    gate; its prebuilt-workload label means nothing there. Opening the gate resumes it
+    and keeps the label (Kueue's webhook refuses to change it on a TrainJob that is not
+    suspended, even one it does not manage); it runs, and Kueue made no Workload for it."""
+    with own_namespace(live_plane, default_queue=False) as live:
+        backend = make_live_backend(namespace=live.namespace)
+        object_id = backend.dispatch_submit(job_id=job_id, submission=1, spec=SPEC, gated=True)
+        name = tags.split_object_id(object_id)[1]
+        labels = live.trainjob(name)["metadata"]["labels"]
+        assert tags.KUEUE_QUEUE not in labels and tags.KUEUE_PREBUILT in labels
+        live.wait("the JobSet suspended", lambda: live.jobset(name)["spec"].get("suspend"))
+        assert live.pods(name) == []
+        views = [o.phase for o in backend.dispatch_discover([job_id]).objects]
+        assert views == [Phase.GATED], views
+        backend.dispatch_open_gate(object_id)
+        live.running(name, 2)
+        tj = live.trainjob(name)
+        assert tj["spec"]["suspend"] is False
+        assert tj["metadata"]["labels"][tags.KUEUE_PREBUILT] == f"{name}-gated"
+        assert live.api.list("Workload", live.namespace) == []

@@ -379,8 +379,8 @@ class KubeflowBackend:
                         f"gated: created suspended and labelled {tags.KUEUE_PREBUILT}="
                         f"{tags.gate_workload(body['metadata']['name'])}, a Kueue Workload "
                         "nobody creates, so Kueue makes none and admits nothing, whatever "
-                        "queue the TrainJob has; opening the gate removes the label (and "
-                        "resumes it when it has no queue)",
+                        "queue the TrainJob has; opening the gate removes the label (or, "
+                        "when it has no queue, resumes it)",
                     )
                     if gated
                     else ()
@@ -491,14 +491,14 @@ class KubeflowBackend:
         # the queue as the TrainJob carries it (its own, or the one Kueue's webhook gave
         # it), else as dispatch kept it (a TrainJob gated without the label)
         queue = text(labels(tj).get(tags.KUEUE_QUEUE)) or text(annotations.get(tags.QUEUE))
-        patch: dict[str, Any] = {
-            "metadata": {"annotations": {tags.GATE: "open"}, "labels": {tags.KUEUE_PREBUILT: None}}
-        }
+        patch: dict[str, Any] = {"metadata": {"annotations": {tags.GATE: "open"}}}
         if queue:
             # Kueue owns suspend: without the prebuilt Workload's name it makes a Workload,
             # admits it and resumes the TrainJob
-            patch["metadata"]["labels"][tags.KUEUE_QUEUE] = queue
+            patch["metadata"]["labels"] = {tags.KUEUE_PREBUILT: None, tags.KUEUE_QUEUE: queue}
         else:
+            # no queue: Kueue leaves it alone. The label stays: Kueue's webhook refuses to
+            # change it on a TrainJob that is not suspended, even one it does not manage
             patch["spec"] = {"suspend": False}
         try:
             kube.patch_trainjob(namespace, name, patch)

@@ -22,6 +22,7 @@ from dispatch_kubeflow_testing.emulator.store import (
     Obj,
     Resource,
     Store,
+    merge_patch,
 )
 
 _COMMON_SPEC = {"runtimeRef", "initializer", "trainer", "suspend", "managedBy"}
@@ -159,11 +160,24 @@ def default_local_queue(store: Store, namespace: str, body: Obj) -> None:
 
 
 def check_trainjob_update(old: Obj, patch: Any) -> None:
-    """``spec.trainer`` and ``spec.runtimeRef`` are immutable (CEL ``self == oldSelf``)."""
+    """``spec.trainer`` and ``spec.runtimeRef`` are immutable (CEL ``self == oldSelf``).
+    Kueue's TrainJob webhook (v0.17.0 ``validateUpdateForPrebuiltWorkload``, run for every
+    TrainJob, queued or not) keeps ``kueue.x-k8s.io/prebuilt-workload-name`` as it is
+    unless the updated TrainJob is suspended (checked here with Kueue uninstalled too)."""
     spec = (patch or {}).get("spec") or {}
     for field in ("trainer", "runtimeRef"):
         if field in spec and spec[field] != old["spec"].get(field):
             raise ApiError(422, "Invalid", f"spec.{field}: Invalid value: field is immutable")
+    new = merge_patch(old, patch or {})
+    label = "kueue.x-k8s.io/prebuilt-workload-name"
+    value = (new["metadata"].get("labels") or {}).get(label)
+    if not new["spec"].get("suspend") and value != (old["metadata"].get("labels") or {}).get(label):
+        raise ApiError(
+            403,
+            "Forbidden",
+            'admission webhook "vtrainjob.kb.io" denied the request: '
+            f'metadata.labels[{label}]: Invalid value: "{value or ""}": field is immutable',
+        )
 
 
 def default_jobset(body: Obj) -> Obj:
