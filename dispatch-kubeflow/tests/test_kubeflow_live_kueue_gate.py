@@ -170,9 +170,10 @@ def test_live_gated_replacement_never_runs_beside_the_first_under_a_default_queu
     """S-28: submission 1 runs in the LocalQueue ``default`` (no queue chosen); the
     replacement, submission 2, is created gated while it runs. Kueue reconciles it
     (its ``Stopped`` event: "missing workload") and makes no Workload: it stays
-    suspended, with no pod, gated. Submission 1 is stopped; once discovery shows it gone
-    the gate opens, and only then do submission 2's pods appear; they run. No listing
-    of the namespace's pods ever shows both submissions running."""
+    suspended, with no pod, gated. Submission 1 is stopped; once discovery shows it
+    ended and its objects are gone the gate opens, and only then do submission 2's pods
+    appear; they run. No listing of the namespace's pods ever shows both submissions
+    running."""
     live = queued_namespace
     first = submit(backend, job_id, SPEC)
     live.running(first, 2)
@@ -199,8 +200,24 @@ def test_live_gated_replacement_never_runs_beside_the_first_under_a_default_queu
             objects = backend.dispatch_discover([job_id]).objects
             return all(o.phase is Phase.ENDED for o in objects if o.submission == 1)
 
-        # what the core waits for before it opens the gate
+        # what the core waits for before it opens the gate; then everything of submission
+        # 1 gone from the API server, because the real Trainer may re-create the JobSet of
+        # a TrainJob under Foreground deletion, whose pods then run again (seen here once
+        # after discovery had shown it ended): this test proves the gate, not the stop
         live.wait("discovery showing submission 1 ended", first_ended, timeout=180)
+
+        def first_gone() -> bool:
+            try:
+                live.trainjob(first)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+            else:
+                return False
+            jobsets = {j["metadata"]["name"] for j in live.api.list("JobSet", live.namespace)}
+            return first not in jobsets and not live.jobs(first) and not live.pods(first)
+
+        live.wait("submission 1's TrainJob, JobSet, Jobs and pods gone", first_gone, timeout=180)
         assert overlap.second_seen is None
         opened = time.monotonic()
         backend.dispatch_open_gate(object_id=tags.object_id(live.namespace, second))
