@@ -575,7 +575,8 @@ TABLE: tuple[Row, ...] = (
         "pods come after the TrainJob is gone; alive, so the gate's fence waits until "
         "every one is gone (S-28)",
         tests=("test_trainjob_gone_while_its_jobset_or_jobs_are_left_is_alive_S28",
-               "test_deleting_trainjob_with_a_re_created_jobset_stays_alive_S28")),
+               "test_deleting_trainjob_with_a_re_created_jobset_stays_alive_S28",
+               "test_children_of_a_re_created_jobset_keep_a_gone_trainjob_alive_S28")),
     Row(("deleting", "stop-recorded"), E, "Deleted", "stop", None, "cause",
         "deleted after dispatch's stop: cancelled (the stop's reason in detail)",
         tests=("test_deleted_after_a_recorded_stop_carries_the_stop_cause",
