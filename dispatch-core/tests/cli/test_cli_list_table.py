@@ -256,6 +256,22 @@ def _pty(sh: Shell, *args: str, timeout: float = 60) -> str:
     return out.decode("utf-8", "replace")
 
 
+def _interruptible() -> None:
+    """In the child: Ctrl-C at its default, as on a terminal. A shell starts a background
+    command with SIGINT ignored, and the child would inherit that and never stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _wait_exit(pid: int, *, deadline: float) -> int:
+    """The child's wait status once it exits; fails (never hangs) if it has not by then."""
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        select.select([], [], [], 0.1)
+    raise AssertionError(f"process {pid} did not exit after Ctrl-C")
+
+
 def test_on_a_terminal_the_table_is_drawn_and_json_stays_plain(sh: Shell) -> None:
     job = sh.run("submit", "--name", "[red]markup", "--", "true").stdout.strip()
     drawn = _pty(sh, "list")
@@ -276,6 +292,7 @@ def test_list_watch_piped_prints_the_table_again_when_a_row_changes(sh: Shell) -
         text=True,
         env=sh.env,
         cwd=sh.home,
+        preexec_fn=_interruptible,
     )
     try:
         assert watching.stdout is not None
@@ -301,6 +318,7 @@ def test_list_watch_on_a_terminal_redraws_in_place(sh: Shell) -> None:
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(sh.home)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a background shell may ignore it
         args = [DISPATCH, "list", "--watch", "--interval", "0.2"]
         os.execve(DISPATCH, args, {**sh.env, "COLUMNS": "160", "TERM": "xterm"})
     out = b""
@@ -311,7 +329,7 @@ def test_list_watch_on_a_terminal_redraws_in_place(sh: Shell) -> None:
             if select.select([fd], [], [], 0.5)[0]:
                 out += os.read(fd, 65536)
         os.kill(pid, signal.SIGINT)
-        assert os.waitpid(pid, 0)[1] == 0  # Ctrl-C ends it cleanly
+        assert _wait_exit(pid, deadline=time.monotonic() + 60) == 0  # Ctrl-C ends it cleanly
     finally:
         try:
             os.kill(pid, signal.SIGKILL)
