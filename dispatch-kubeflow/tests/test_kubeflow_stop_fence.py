@@ -43,10 +43,10 @@ def not_ended(emulator: Emulator, name: str) -> list[str]:
             ):
                 found.append(f"Job {job['metadata']['name']}")
         for pod in emulator.store.items(POD, emulator.namespace):
-            if pod["metadata"]["labels"].get(JOBSET_NAME) == name and (pod.get("status") or {}).get(
-                "phase"
-            ) not in ("Succeeded", "Failed"):
-                found.append(f"Pod {pod['metadata']['name']} {pod['status'].get('phase')}")
+            phase = (pod.get("status") or {}).get("phase")
+            ours = pod["metadata"]["labels"].get(JOBSET_NAME) == name
+            if ours and phase not in ("Succeeded", "Failed"):
+                found.append(f"Pod {pod['metadata']['name']} {phase}")
     return found
 
 
