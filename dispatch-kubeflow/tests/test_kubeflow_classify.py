@@ -687,52 +687,6 @@ def test_pods_left_by_a_vanished_trainjob_are_an_object_until_they_end() -> None
     assert gone.phase is Phase.ENDED and gone.cause.kind is CauseKind.UNKNOWN
 
 
-@pytest.mark.parametrize(
-    "left",
-    [
-        {"js": "jobset"},
-        {"js": "jobset", "jobs": "job"},
-        {"jobs": "job"},
-        {"pods": "terminating"},
-    ],
-)
-def test_trainjob_gone_while_its_jobset_or_jobs_are_left_is_alive_S28(left: dict[str, str]) -> None:
-    """S-28: a TrainJob gone while a JobSet or Job of it has not ended (the Trainer
-    re-created the JobSet under its deletion; its pods are yet to come) is an object still
-    terminating, alive, so the gate of a later submission stays closed; once everything
-    left has ended it is over."""
-    made: dict[str, Any] = {
-        "js": jobset() if "js" in left else None,
-        "jobs": (job(),) if "jobs" in left else (),
-        "pods": (pod(deleting=T1),) if "pods" in left else (),
-    }
-    alive = see(None, **made)
-    assert alive.phase is Phase.RUNNING and alive.alive
-    assert alive.scheduler_state == "Terminating" and alive.cause is None
-    assert alive.executions[-1].cause is None
-    done = c("Failed", reason="FailedJobs", message="jobset failed")
-    ended: dict[str, Any] = {
-        "js": jobset(done) if "js" in left else None,
-        "jobs": (job(c("Failed", reason="BackoffLimitExceeded")),) if "jobs" in left else (),
-        "pods": (pod(phase="Failed", state=terminated("Error", 143)),) if "pods" in left else (),
-    }
-    gone = see(None, **ended)
-    assert gone.phase is Phase.ENDED and not gone.alive
-
-
-def test_deleting_trainjob_with_a_re_created_jobset_stays_alive_S28() -> None:
-    """S-28: a TrainJob being deleted after dispatch's stop whose JobSet was re-created
-    (no pod yet) stays alive; once the JobSet is gone it ends with the stop's cause."""
-    stop = Cause(kind=CauseKind.DUPLICATE, provenance=Provenance.ACTOR, actor="supervisor")
-    tj = trainjob(deleting=T1, annotations={tags.STOP: stop.model_dump_json()})
-    alive = see(tj, js=jobset(), jobs=(job(),))
-    assert alive.phase is Phase.RUNNING and alive.alive
-    assert alive.scheduler_state == "Terminating"
-    gone = see(tj)
-    assert gone.phase is Phase.ENDED and gone.cause is not None
-    assert gone.cause.kind is CauseKind.CANCELLED and gone.cause.actor == "supervisor"
-
-
 # -- native restart ------------------------------------------------------------------
 
 

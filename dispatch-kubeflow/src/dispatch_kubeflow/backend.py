@@ -65,6 +65,7 @@ from dispatch_kubeflow.evidence import (
     name_of,
     needs_nodes,
     node_of,
+    pod_terminal,
     queued_uids,
     text,
     true,
@@ -625,12 +626,10 @@ class KubeflowBackend:
                     raise
         objects = []
         for ev in group(trainjobs, jobsets, jobs, pods, nodes, workloads, wanted):
-            if ev.trainjob is None and not ev.unreadable and not ev.leftovers():
-                # the TrainJob is gone and every pod, Job and JobSet of it listed has ended:
-                # what is left is the garbage collector's to remove, not an object (unless
-                # an unreadable item of the listing may be that TrainJob). A JobSet or Job
-                # not ended keeps it: the pods of a JobSet re-created under the deletion
-                # come after the TrainJob is gone (S-28)
+            if ev.trainjob is None and not ev.unreadable and all(pod_terminal(p) for p in ev.pods):
+                # the TrainJob is gone and nothing of it runs: what is left (a JobSet, Jobs,
+                # ended pods) is the garbage collector's to remove, not an object (unless an
+                # unreadable item of the listing may be that TrainJob)
                 continue
             view, keep = read(ev)
             objects.append(view)

@@ -169,12 +169,6 @@ FACTS: Mapping[str, tuple[str, Callable[[Facts], bool]]] = {
         lambda f: f.ev.trainjob is None or bool(f.tj_meta.get("deletionTimestamp")),
     ),
     "live-pods": ("a pod has not ended (phase not Succeeded/Failed)", lambda f: bool(f.live)),
-    "leftovers": (
-        "a pod, Job or the JobSet of it is listed and has not ended (`Evidence.leftovers`: "
-        "a Job without `Complete`/`Failed`, a JobSet without `Completed`/`Failed`), "
-        "being deleted or not",
-        lambda f: bool(f.ev.leftovers()),
-    ),
     "stop-recorded": (
         f"the TrainJob carries the `{tags.STOP}` annotation dispatch's stop wrote",
         lambda f: bool(annotations_of(f.ev.trainjob).get(tags.STOP)),
@@ -569,14 +563,6 @@ TABLE: tuple[Row, ...] = (
                "test_failed_while_every_pod_succeeded_is_unknown_not_guessed_S4")),
     # -- deleted while not ended (an ended one keeps its ending above: a stop of an
     # -- object that had completed or failed never rewrites why it ended) ---------------
-    Row(("deleting", "leftovers"), R, "Terminating", None, None, "running",
-        "deleting (or gone) while no pod runs but a Job or JobSet of it has not ended: "
-        "the Trainer (2.2.0) re-creates the JobSet under a deleting TrainJob, and its "
-        "pods come after the TrainJob is gone; alive, so the gate's fence waits until "
-        "every one is gone (S-28)",
-        tests=("test_trainjob_gone_while_its_jobset_or_jobs_are_left_is_alive_S28",
-               "test_deleting_trainjob_with_a_re_created_jobset_stays_alive_S28",
-               "test_children_of_a_re_created_jobset_keep_a_gone_trainjob_alive_S28")),
     Row(("deleting", "stop-recorded"), E, "Deleted", "stop", None, "cause",
         "deleted after dispatch's stop: cancelled (the stop's reason in detail)",
         tests=("test_deleted_after_a_recorded_stop_carries_the_stop_cause",

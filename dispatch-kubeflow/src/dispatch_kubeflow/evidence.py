@@ -168,15 +168,6 @@ def pod_terminal(pod: object) -> bool:
     return status(pod).get("phase") in ("Succeeded", "Failed")
 
 
-#: the conditions that end a Job, and those that end a JobSet
-JOB_ENDS = ("Complete", "Failed")
-JOBSET_ENDS = ("Completed", "Failed")
-
-
-def ended(obj: Obj | None, ends: tuple[str, ...]) -> bool:
-    return any(true(obj, c) is not None for c in ends)
-
-
 def restarts_of(jobset: Obj | None) -> object:
     """The JobSet's ``status.restarts`` as written (0 when absent); checked by classify."""
     return status(jobset).get("restarts") or 0
@@ -249,18 +240,6 @@ class Evidence:
             if obj is not None and (found := shape.broken(kind, obj)) is not None:
                 return found
         return None
-
-    def leftovers(self) -> list[Obj]:
-        """What of this object is still listed and has not ended: its pods not
-        Succeeded/Failed, its Jobs without `Complete`/`Failed`, its JobSet without
-        `Completed`/`Failed`, each whether or not being deleted. Under a deleting TrainJob
-        the Trainer (2.2.0) can re-create the JobSet, whose Jobs then make pods after the
-        TrainJob is gone: until none is left, the object is not over (S-28)."""
-        found = [p for p in self.pods if not pod_terminal(p)]
-        found += [j for j in self.jobs if not ended(j, JOB_ENDS)]
-        if self.jobset is not None and not ended(self.jobset, JOBSET_ENDS):
-            found.append(self.jobset)
-        return found
 
     def node_names(self) -> set[str]:
         return {n for p in self.pods if (n := node_of(p))}
