@@ -267,6 +267,19 @@ class LiveDriver:
 
     # -- between tests ---------------------------------------------------------------
 
+    def remove_trainjobs(self, selector: str = "dispatch.dev/managed=true") -> None:
+        """Delete every TrainJob dispatch made, without waiting for what they leave."""
+        for tj in self.api.list("TrainJob", self.namespace, selector):
+            try:
+                # Background, said explicitly: it also releases a TrainJob stuck in a
+                # Foreground deletion the real Trainer keeps re-creating the JobSet of
+                self.api.delete(
+                    "TrainJob", tj["metadata"]["name"], self.namespace, propagation="Background"
+                )
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+
     def cleanup(self, selector: str = "dispatch.dev/managed=true") -> None:
         """Bring lost nodes back, remove preemptors and every TrainJob dispatch made, and
         wait until their pods are gone (so the next test has every GPU)."""
@@ -279,16 +292,7 @@ class LiveDriver:
                 if exc.status != 404:
                     raise
         self._preemptors.clear()
-        for tj in self.api.list("TrainJob", self.namespace, selector):
-            try:
-                # Background, said explicitly: it also releases a TrainJob stuck in a
-                # Foreground deletion the real Trainer keeps re-creating the JobSet of
-                self.api.delete(
-                    "TrainJob", tj["metadata"]["name"], self.namespace, propagation="Background"
-                )
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
+        self.remove_trainjobs(selector)
         self.wait(
             "no TrainJob pods or preemptors left",
             lambda: not self.api.list("Pod", self.namespace),

@@ -239,10 +239,12 @@ class Campaign(campaign.Campaign[Plan, tuple[int, float]]):
 
     def cancel(self) -> None:
         """Stop the supervisor if it still runs and the application; leave the API server
-        up and remove the campaign's TrainJobs (the plane is the caller's)."""
+        up and delete the campaign's TrainJobs. It does not wait for their pods to go: the
+        plane is its caller's own, stopped after, and after an outage KWOK can take minutes
+        over pods of TrainJobs deleted in Background."""
         self._stop_supervisor()
         self._done.set()
         if self._cluster is not None:
             self._cluster.join(timeout=60)
         cluster.apiserver(self.plane, "start")
-        LiveDriver(self.plane).cleanup()
+        LiveDriver(self.plane).remove_trainjobs()
