@@ -17,8 +17,8 @@
 #     (on 22.05 after the kit when 25.11.7 cannot run here);
 #   - Slurm 26.05.3 and 24.11.7: the kit and the live tests of what changed between
 #     releases, each on its own cluster;
-#   - Kubeflow: the control plane, its live tier and the kit, then the kit on the older
-#     Trainer releases, each on a plane of its own.
+#   - Kubeflow: the control plane, its live tier and the kit, and beside them the kit on
+#     the older Trainer releases, each on a plane of its own.
 # Every part but the offline tests writes a log, printed whole once all have ended.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -86,21 +86,34 @@ kube_part() {
     set -e
     say "Kubernetes control plane (waits for the build started above)"
     bash "$KUBE"
-    # the older Trainer releases the kit also runs on (below), built now, in the background,
-    # while the live tier runs: after the default plane's build they share its compiled
-    # Kubernetes in the Go cache (started beside it on a cold machine, all three would
-    # compile Kubernetes at once)
+    # the older Trainer releases the kit also runs on (below), built now, in the background:
+    # after the default plane's build they share its compiled Kubernetes in the Go cache
+    # (started beside it on a cold machine, all three would compile Kubernetes at once)
     for trainer in $OLD_TRAINERS; do
         DISPATCH_KUBE_TRAINER=$trainer bash "$KUBE" build --background
     done
+    # their kits run beside the default plane's live tier and kit (each plane its own
+    # state and ports), with their output kept in a log printed after
+    local old_log old_pid rc=0 old_rc=0
+    old_log=$(mktemp /tmp/dispatch-test-kube-old.XXXXXX.log)
+    (old_trainers_part) >"$old_log" 2>&1 &
+    old_pid=$!
     say "Kubeflow live tier: the adapter's live tests and the promises on the real controllers"
     .venv/bin/python -m pytest -q --durations=20 -m "live(server='kubeflow')" \
-        dispatch-kubeflow/tests dispatch-kubeflow-testing/tests
+        dispatch-kubeflow/tests dispatch-kubeflow-testing/tests || rc=$?
     say "the conformance kit's live tier against the real control plane"
-    .venv/bin/dispatch-conformance kubeflow --live -q
-    # Trainer 2.0.1 and 2.1.0: the kit alone, each on a plane of its own beside the
-    # default one (own state and ports), stopped after
-    offset=6000
+    .venv/bin/dispatch-conformance kubeflow --live -q || rc=$?
+    wait "$old_pid" || old_rc=$?
+    say "the older Trainer releases' kits (exit $old_rc):"
+    cat "$old_log"
+    [ "$rc" = 0 ] && [ "$old_rc" = 0 ]
+}
+
+# Trainer 2.0.1 and 2.1.0: the kit alone, each on a plane of its own beside the default
+# one (own state and ports), one after the other, each stopped after
+old_trainers_part() {
+    set -e
+    local offset=6000 rc
     for trainer in $OLD_TRAINERS; do
         say "the conformance kit's live tier on Trainer $trainer"
         export DISPATCH_KUBE_TRAINER=$trainer DISPATCH_KUBE_PORT_OFFSET=$offset \
