@@ -36,10 +36,12 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from dispatch_kubeflow_testing.flapping import Campaign, Plan
 from dispatch_kubeflow_testing.live import cluster
 from dispatch_kubeflow_testing.live import flapping as live
+from dispatch_testing import campaign as base
 
 
 def main() -> int:
@@ -78,6 +80,14 @@ def main() -> int:
     print(
         f"emulated Trainer cluster: {args.jobs} TrainJobs, {args.flaps} flaps over {args.span:g} s"
     )
+    return report(args, campaign, result, started)
+
+
+def report(
+    args: argparse.Namespace, campaign: base.Campaign[Any, Any], result: base.Result, started: float
+) -> int:
+    """The table and figures of either campaign; its work directory kept when asked or
+    when something broke. Exit 1 when something broke."""
     print(result.table())
     print(f"wall {time.monotonic() - started:.0f} s; {json.dumps(result.details)}")
     if args.json:
@@ -124,15 +134,7 @@ def real(args: argparse.Namespace) -> int:
     versions = ", ".join(f"{k} {v}" for k, v in plane.versions.items())
     print(f"real control plane ({versions}; KWOK nodes): {args.jobs} TrainJobs, ", end="")
     print(f"{args.flaps} flaps over {span:g} s")
-    print(result.table())
-    print(f"wall {time.monotonic() - started:.0f} s; {json.dumps(result.details)}")
-    if args.json:
-        print(json.dumps({"rows": result.rows, "ticks": result.ticks}))
-    if args.keep or result.broke:
-        print(f"the record and the supervisor's log are kept in {campaign.work}", file=sys.stderr)
-    else:
-        campaign.remove()
-    return 1 if result.broke else 0
+    return report(args, campaign, result, started)
 
 
 if __name__ == "__main__":
