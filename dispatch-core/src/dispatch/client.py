@@ -431,25 +431,15 @@ class Client:
     def _prepare(
         self, backend: str | None, policy: PolicyArg, spec: JobSpec, *, recording_only: bool = False
     ) -> tuple[str, Plan]:
-        """Everything that can refuse a job, before anything is recorded.
-
-        ``recording_only``: the job is recorded for a supervisor to submit (``start=False``,
-        ``--no-start``), maybe from a host that cannot reach the scheduler: a
-        ``dispatch_check`` that could not be made then lets it be recorded (the submission
-        meets the scheduler's own refusal), while what the check refuses still is."""
-        from dispatch.job_records import bind_plan, check_spec
+        """Everything that can refuse a job, before anything is recorded
+        (:func:`dispatch.job_records.refuse_early`); ``recording_only`` for ``start=False``
+        and ``--no-start``."""
+        from dispatch.job_records import bind_plan, refuse_early
 
         name = self._backend_name(backend)
         chosen = self.policy(policy)
         plan = bind_plan(self.registry, name, chosen)
-        check_spec(self.registry, name, spec)
-        selected = self.registry.get(name)
-        selected.validate(spec)
-        try:
-            selected.check(spec)  # may read the scheduler: last, after what does not
-        except Unreachable:
-            if not recording_only:
-                raise
+        refuse_early(self.registry, name, spec, recording_only=recording_only)
         return name, plan
 
     def submit(
@@ -626,12 +616,13 @@ class Client:
     ) -> Sweep:
         """Check every member's spec, record the group in one write, submit the first
         members now (unless ``start`` is False)."""
-        from dispatch.job_records import create_group
+        from dispatch.job_records import check_spec, create_group
 
         _check_max_running(max_running)
         backend_name, plan = self._prepare(backend, policy, specs[0])
         chosen = self.registry.get(backend_name)
         for spec in specs[1:]:
+            check_spec(self.registry, backend_name, spec)
             chosen.validate(spec)
         job_ids = create_group(
             self.store,

@@ -132,6 +132,27 @@ def check_spec(registry: Registry, backend: str, spec: JobSpec) -> None:
         )
 
 
+def refuse_early(
+    registry: Registry, backend: str, spec: JobSpec, *, recording_only: bool = False
+) -> None:
+    """Everything the core and the backend can refuse of a spec, before it is recorded:
+    what the backend does not declare, its ``validate``, then its ``dispatch_check`` (last:
+    it may read the scheduler). ``recording_only``: the job is recorded for a supervisor
+    to submit, maybe from a host that cannot reach the scheduler, so a check that cannot
+    be made lets it be recorded (the submission then meets the scheduler's own refusal),
+    while what the check refuses still is."""
+    from dispatch.model.errors import Unreachable
+
+    check_spec(registry, backend, spec)
+    selected = registry.get(backend)
+    selected.validate(spec)
+    try:
+        selected.check(spec)
+    except Unreachable:
+        if not recording_only:
+            raise
+
+
 def _asked(spec: JobSpec) -> list[tuple[Capability, str]]:
     """The capabilities ``spec`` needs, each with the field that needs it."""
     resources = spec.resources
@@ -489,6 +510,9 @@ def supersede_job(
     by = by or identity_of(store)
     old = load_job(store, job_id)
     check_supersede(old)
+    # the old spec passed when it was first recorded; the scheduler may have changed since
+    # (a queue deleted), and a new job is refused now rather than at every submission
+    refuse_early(registry, old.backend, old.spec, recording_only=True)
     new_id = create_job(
         store,
         registry,

@@ -35,6 +35,7 @@ class Queued:
         self.checks = checks
         self.calls: list[str] = []
         self.down = False
+        self.queues = QUEUES
 
     @hookimpl
     def dispatch_declare(self) -> Declarations:
@@ -66,8 +67,9 @@ class Checking(Queued):
         if self.down:
             raise Unreachable("the queue list could not be read: connection refused")
         queue = spec.options.get("queue")
-        if queue is not None and queue not in QUEUES:
-            raise BadInput(f"-o queue={queue!r}: no such queue (there are: {', '.join(QUEUES)})")
+        if queue is not None and queue not in self.queues:
+            there = ", ".join(self.queues)
+            raise BadInput(f"-o queue={queue!r}: no such queue (there are: {there})")
 
 
 def _run(tmp_path: Path, plugin: Queued, *args: str) -> Result:
@@ -178,3 +180,25 @@ def test_client_api_paths_go_through_the_check(tmp_path: Path) -> None:
                 call()
         assert client.jobs() == []
     assert plugin.calls == ["check"] * len(calls)
+
+
+def test_supersede_goes_through_the_check_S18(tmp_path: Path) -> None:
+    """A finished job run again as a new one: its spec passed when first recorded, but the
+    scheduler may have changed since (a queue deleted): the new job is refused before it
+    is recorded, not at every submission. A check that cannot be made lets it be recorded,
+    as ``--no-start`` does (a supervisor submits it)."""
+    plugin = Checking()
+    registry = Registry.from_plugins({"queued": plugin})
+    with Client(f"sqlite:///{tmp_path / 'r.db'}", registry=registry) as client:
+        old = client.submit(["train"], backend="queued", start=False, options={"queue": "team-b"})
+        old.cancel()
+        plugin.queues = ("team-a",)  # team-b deleted since
+        with pytest.raises(BadInput, match="no such queue"):
+            old.supersede()
+        assert len(client.jobs()) == 1
+        assert old.status().superseded_by == ()
+        plugin.down = True
+        new = old.supersede()
+        assert old.status().superseded_by == (new.job_id,)
+        assert new.status().supersedes == old.job_id
+    assert plugin.calls == ["check"] * 3
