@@ -511,8 +511,13 @@ def test_a_silent_api_times_out_as_unreachable(silent_server: int, tmp_path: Pat
         connect_timeout=1.0,
         read_timeout=0.5,
     )
-    with pytest.raises(Unreachable, match="timed out"):
-        KubeflowBackend(config).dispatch_discover(job_ids=["job-1"])
+    backend = KubeflowBackend(config)
+    with pytest.raises(Unreachable) as caught:
+        backend.dispatch_discover(job_ids=["job-1"])
+    words = str(caught.value)
+    assert "did not answer list TrainJobs within 0.5 s" in words, words
+    assert "DISPATCH_KUBEFLOW_READ_TIMEOUT" in words
+    assert "HTTPSConnectionPool" not in words and "read timeout=" not in words
 
 
 @pytest.mark.parametrize(

@@ -191,11 +191,18 @@ class Kube:
             timed_out = isinstance(
                 reason, (urllib3.exceptions.TimeoutError, TimeoutError)
             ) and not isinstance(reason, urllib3.exceptions.NewConnectionError)
-            raise self._down(
-                f"cannot reach the Kubernetes API at {self.host} ({what}): {transport_words(exc)}",
-                None,
-                timed_out=timed_out,
-            ) from exc
+            if timed_out:
+                words = (
+                    f"the Kubernetes API at {self.host} did not answer {what} within "
+                    f"{kwargs['_request_timeout'][1]:g} s (an API server stopped, frozen or "
+                    f"overloaded; DISPATCH_KUBEFLOW_READ_TIMEOUT sets the wait)"
+                )
+            else:
+                words = (
+                    f"cannot reach the Kubernetes API at {self.host} ({what}): "
+                    f"{transport_words(exc)}"
+                )
+            raise self._down(words, None, timed_out=timed_out) from exc
         self._answered()
         return response
 
