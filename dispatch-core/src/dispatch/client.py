@@ -248,6 +248,9 @@ class Client:
     :param defaults: a :class:`dispatch.config.Config` whose profile fills in backend,
         policy, resources and options a call leaves out (see :meth:`from_config`).
     :param notifier: told after each supervisor tick run here (``wait``, requests).
+    :param discovery_timeout: seconds a request (``cancel``, ``resubmit``, ``give_up``), a
+        ``wait`` or a supervisor made here waits for a backend's discovery before treating
+        the scheduler as unreachable (a third-party adapter may have no timeout of its own).
     """
 
     def __init__(
@@ -258,7 +261,11 @@ class Client:
         actor: str | None = None,
         defaults: Config | None = None,
         notifier: Notifier | None = None,
+        discovery_timeout: float = 10.0,
     ) -> None:
+        from dispatch import units
+
+        self.discovery_timeout = units.seconds(discovery_timeout, "discovery timeout")
         if store is not None and not isinstance(store, str):
             self._store: RecordStore | None = store
             self._store_url: str | None = None
@@ -1142,6 +1149,7 @@ class Client:
 
         options.setdefault("notifier", self.notifier)
         options.setdefault("clock", self.record_clock)
+        options.setdefault("discovery_timeout", timedelta(seconds=self.discovery_timeout))
         return Supervisor(self.store, self.registry, jobs=jobs, **options)
 
     @property
@@ -1163,20 +1171,25 @@ class Client:
         lease: float = 90.0,
         stop: threading.Event | None = None,
         on_tick: Callable[[TickReport], None] | None = None,
-        discovery_timeout: float = 10.0,
+        discovery_timeout: float | None = None,
     ) -> TickReport:
         """Run the supervisor on every active job (what ``dispatch supervise`` runs) until
         ``stop`` is set; ``once``: one tick. Every supervisor a client makes tells its
         notifier after each tick. Each tick records this supervisor's beat (host, pid, last
         tick) so ``status`` says who watches a job; a loop that ends records its stop.
-        A tick waits for each backend's discovery up to ``discovery_timeout`` seconds: one
-        that has not answered by then is unreachable for that tick."""
+        A tick waits for each backend's discovery up to ``discovery_timeout`` seconds (the
+        client's when None): one that has not answered by then is unreachable for that
+        tick."""
         from dispatch import units
         from dispatch.supervising import Heartbeat
 
         interval = units.seconds(interval, "interval")
         seconds = units.seconds(lease, "lease")
-        waited = units.seconds(discovery_timeout, "discovery timeout")
+        waited = (
+            self.discovery_timeout
+            if discovery_timeout is None
+            else units.seconds(discovery_timeout, "discovery timeout")
+        )
         from dispatch.store.snapshot import snapshot_path
 
         beat = Heartbeat(self.store, interval=interval, lease=seconds, clock=self.record_clock)
@@ -1238,7 +1251,7 @@ class Client:
             raise Deferred(job_id, done, report.unreachable)
         if job_id in report.refused:
             raise LeftToSubmitter(load_job(self.store, job_id), done, report.refused[job_id])
-        return status_of(self.store, self.registry, job_id)
+        return status_of(self.store, self.registry, job_id, timeout=self.discovery_timeout)
 
     def identity(self) -> Identity:
         """Who this process is, as recorded beside :attr:`actor`: the real uid and the
@@ -1254,7 +1267,7 @@ class Client:
         shows, e.g. ``held (not yet committed)``), with the events that commit it first;
         on the record alone when the scheduler cannot be asked."""
         from dispatch.core.projection import look_ahead
-        from dispatch.job_records import submitter_refusal
+        from dispatch.job_records import discover_within, submitter_refusal
 
         if submitter_refusal(self.store, self.registry, job) is not None:
             return make(job)  # its objects are not ours to look at (S-51): the record alone
@@ -1264,7 +1277,9 @@ class Client:
             # for a slot), never part of a person's request
             return make(job)
         try:
-            discovery = self.registry.get(job.backend).discover([job.job_id])
+            discovery = discover_within(
+                self.registry, job.backend, job.job_id, self.discovery_timeout
+            )
         except Unreachable:
             return make(job)
         ahead = look_ahead(job, discovery, discovery.at)

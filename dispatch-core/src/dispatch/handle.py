@@ -95,7 +95,7 @@ class JobHandle:
                 for name, problem in report.unreachable.items():
                     on_unreachable(name, problem)
             try:
-                status = self.status()
+                status = self.client.status(self.job_id, timeout=self.client.discovery_timeout)
             except Unreachable as exc:
                 if on_unreachable is not None:
                     on_unreachable("", str(exc))
@@ -125,7 +125,11 @@ class JobHandle:
         finally:
             supervisor.release()
         if not ended:
-            status = last[-1] if last else self.status()
+            status = (
+                last[-1]
+                if last
+                else self.client.status(self.job_id, timeout=self.client.discovery_timeout)
+            )
             raise WaitTimeout(status, timeout or 0.0)
         return last[-1]
 

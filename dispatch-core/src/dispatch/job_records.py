@@ -332,7 +332,7 @@ def status_of(
     from dispatch.model.errors import Unreachable
 
     try:
-        discovery = _discover_within(registry, name, job_id, timeout)
+        discovery = discover_within(registry, name, job_id, timeout)
     except Unreachable as exc:
         if job is None:
             raise
@@ -340,7 +340,7 @@ def status_of(
     return project(job, discovery, now or discovery.at, job_id=job_id)
 
 
-def _discover_within(
+def discover_within(
     registry: Registry, name: str, job_id: str, timeout: float | None
 ) -> Discovery:
     """One discovery; with ``timeout``, one that has not answered within it is
