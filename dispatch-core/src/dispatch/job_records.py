@@ -340,9 +340,7 @@ def status_of(
     return project(job, discovery, now or discovery.at, job_id=job_id)
 
 
-def discover_within(
-    registry: Registry, name: str, job_id: str, timeout: float | None
-) -> Discovery:
+def discover_within(registry: Registry, name: str, job_id: str, timeout: float | None) -> Discovery:
     """One discovery; with ``timeout``, one that has not answered within it is
     :class:`Unreachable` (a read-only command does not wait out a frozen scheduler's own
     timeouts). The call left behind finishes on its own in a daemon thread."""
