@@ -63,6 +63,27 @@ def test_a_workdir_is_refused_before_anything_is_recorded_S36(
     assert listed.returncode == 0 and listed.stdout.strip() in ("", "[]"), listed.stdout
 
 
+@pytest.mark.parametrize("how", [[], ["--dry-run"]], ids=["submit", "dry-run"])
+def test_a_kubeconfig_that_cannot_be_loaded_records_nothing_and_says_what_to_set_S36(
+    env: dict[str, str], tmp_path: Path, how: list[str]
+) -> None:
+    """Not recorded and then failed at every submission: the cluster cannot be asked from
+    here (exit 3), and the error says what to set."""
+    env = {**env, "DISPATCH_KUBEFLOW_KUBECONFIG": str(tmp_path / "absent")}
+    done = dispatch(env, "submit", "--backend", "kubeflow", *how, "--", "true")
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert "cannot load the Kubernetes configuration from " in done.stderr
+    assert "point KUBECONFIG or DISPATCH_KUBEFLOW_KUBECONFIG at a kubeconfig" in done.stderr
+    assert "fault in the backend" not in done.stderr and "uncovered" not in done.stderr
+    assert done.stdout == ""
+    listed = dispatch(env, "list", "--json")
+    assert listed.returncode == 0 and listed.stdout.strip() in ("", "[]"), listed.stdout
+    # --no-start records for a supervisor elsewhere, which has the configuration
+    kept = dispatch(env, "submit", "--backend", "kubeflow", "--no-start", "--", "true")
+    assert kept.returncode == 0, (kept.stdout, kept.stderr)
+    assert len(json.loads(dispatch(env, "list", "--json").stdout)) == 1
+
+
 def test_logs_print_what_every_node_printed_and_one_rank_S46(
     emulator: Emulator, env: dict[str, str]
 ) -> None:

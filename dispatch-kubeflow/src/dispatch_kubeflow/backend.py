@@ -227,14 +227,21 @@ class KubeflowBackend:
         each (so a refusal names the ones that exist), only for what the job names. A
         cluster that does not serve Kueue's API (404) has no queue to send a job to. A
         listing RBAC forbids (401, 403) is not checked: the submit is then refused or left
-        pending with Kueue's words, as without this check."""
+        pending with Kueue's words, as without this check. A Kubernetes configuration that
+        cannot be loaded means the cluster cannot be asked from here, whatever the job
+        names: ``Unreachable`` with what to set, so a submit records nothing (the job
+        would fail at every submission) while ``--no-start`` still records for a
+        supervisor that has the configuration."""
+        try:
+            kube = self.kube  # loads the configuration (no call to the API server)
+        except BadInput as exc:
+            raise Unreachable(str(exc)) from exc
         queue = spec.options.get("queue")
         where = "-o queue" if queue else "DISPATCH_KUBEFLOW_QUEUE"
         queue = queue or self.config.queue
         priority = spec.options.get("priority")
         if not queue:
             return  # a priority needs a queue: dispatch_validate refused that already
-        kube = self.kube
         problems = []
         queues = self._kueue_listing(kube.list_local_queues, where, queue)
         if queues is not None and queue not in (names := _names(queues)):

@@ -135,7 +135,15 @@ class Kube:
                 if config.in_cluster
                 else (config.kubeconfig or "~/.kube/config")
             )
-            raise BadInput(f"cannot load the Kubernetes configuration from {where}: {exc}") from exc
+            advice = (
+                ""
+                if config.in_cluster
+                else " (point KUBECONFIG or DISPATCH_KUBEFLOW_KUBECONFIG at a kubeconfig file, "
+                "or set DISPATCH_KUBEFLOW_IN_CLUSTER=1 inside a pod)"
+            )
+            raise BadInput(
+                f"cannot load the Kubernetes configuration from {where}: {exc}{advice}"
+            ) from exc
         self.namespace = namespace or "default"
         configuration.retries = urllib3.Retry(
             total=config.retries,

@@ -178,6 +178,14 @@ def submit(
         return
     client = c.client
     bound = client.plan(backend, policy)
+    handle = client.submit_spec(
+        spec,
+        backend=bound.declarations.name,
+        policy=bound.policy,
+        start=False,
+        offline=params["no_start"],
+    )
+    # the plan's warnings once the job is recorded: a refused job has no plan to warn of
     if bound.uncovered and not as_json:
         click.echo(
             "uncovered causes (these will fail the job): "
@@ -190,13 +198,6 @@ def submit(
             f"{bound.declarations.name}; its causes will fail the job",
             err=True,
         )
-    handle = client.submit_spec(
-        spec,
-        backend=bound.declarations.name,
-        policy=bound.policy,
-        start=False,
-        offline=params["no_start"],
-    )
     if not as_json:
         # the id before the scheduler is asked: whatever happens then, the person has it
         click.echo(handle.job_id)
