@@ -391,7 +391,9 @@ def record_only(job: Job, backend: str, words: str, now: datetime) -> Status:
     update: dict[str, object] = {
         "unreachable": Unreached(backend=backend, words=first_line, since=now),
     }
-    if unseen or not status.settled:
+    # nothing ever sent: no object can exist, so the record's projection is the whole truth
+    # (a cancel of a job not yet submitted shows as cancelled, not yet committed)
+    if (unseen or not status.settled) and job.submissions:
         update.update(state=State.UNKNOWN, cause=None, settled=True)
     return status.model_copy(update=update)
 

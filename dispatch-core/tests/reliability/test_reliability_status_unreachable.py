@@ -156,6 +156,30 @@ def test_status_of_a_held_job_with_the_scheduler_down_keeps_the_records_hold_S5(
     assert data["unreachable"]["backend"] == "simulated"
 
 
+def test_a_cancel_of_a_job_never_sent_shows_as_asked_with_the_scheduler_down_S5(
+    store: RecordStore, harness: Harness
+) -> None:
+    """Nothing was ever sent, so no object can exist and the record is the whole truth:
+    the cancel shows as asked and not yet committed, never ``unknown``."""
+    from dispatch.core.interventions import cancel
+    from dispatch.job_records import append_request, load_job
+
+    sched = SimScheduler()
+    registry = Registry.from_plugins({"simulated": SimulatedBackend(sched)})
+    job = create_job(
+        store, registry, backend="simulated", spec=SPEC, policy=policy(PREEMPT), now=sched.now()
+    )
+    folded = load_job(store, job)
+    append_request(store, folded, cancel(folded, actor="ann", now=sched.now()))
+    with sched.down():
+        out = status(harness, registry, job, "--json")
+    assert out.exit_code == exit_codes.UNREACHABLE, out.output
+    data = json.loads(out.output)
+    assert (data["state"], data["settled"]) == ("cancelled", False), data
+    assert data["cause"]["kind"] == "cancelled"
+    assert data["unreachable"]["backend"] == "simulated"
+
+
 def test_status_does_not_wait_out_a_frozen_scheduler_S5(
     store: RecordStore, harness: Harness, frozen_sim: tuple[SimScheduler, FrozenBackend]
 ) -> None:
