@@ -40,6 +40,8 @@ def _refused(sh: Shell, *args: str | bytes, words: list[str]) -> None:
         (["--mem", "0"], ["--mem '0'"]),
         (["--mem", "99999999999999T"], ["--mem", "more than 1 PiB"]),
         (["--env", "NOEQUALS"], ["--env 'NOEQUALS'", "KEY=VALUE"]),
+        (["--env", "A=1", "--env", "A=2"], ["--env A is given twice ('1' and '2')"]),
+        (["-o", "x=1", "-o", "x=2"], ["--option x is given twice ('1' and '2')"]),
         (["--name", " "], ["name", "non-empty"]),
     ],
 )

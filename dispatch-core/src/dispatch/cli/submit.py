@@ -669,6 +669,10 @@ def pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise BadInput(f"{option} {item!r}: expected KEY=VALUE")
+        if key in found:  # the last one would silently replace the first
+            raise BadInput(
+                f"{option} {key} is given twice ({found[key]!r} and {value!r}): give it once"
+            )
         found[key] = value
     return found
 
