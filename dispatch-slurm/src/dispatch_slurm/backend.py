@@ -37,7 +37,6 @@ import os
 import shlex
 import tempfile
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -79,7 +78,7 @@ from dispatch_slurm.parse import (
     STEP_FIELDS,
     parse_sinfo_nodes,
 )
-from dispatch_slurm.runner import Result, Runner
+from dispatch_slurm.runner import Result, Runner, beside
 from dispatch_slurm.tags import Tag, array_comment, job_name, parse_comment
 from dispatch_slurm.version import (
     TESTED,
@@ -557,46 +556,45 @@ class SlurmBackend:
         # the two listings are independent: ask both at once (still two calls); squeue's
         # answer is checked first, so sacct's stale answer while slurmctld is down is
         # never used
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            sacct_call = pool.submit(
-                self.runner.run,
+        sacct_call = beside(
+            self.runner.run,
+            [
+                "sacct",
+                "-P",
+                "-n",
+                "-X",
+                "-D",
+                "--allusers",
+                f"--name={names}",
+                "-S",
+                since,
+                "-E",
+                "now",
+                "-o",
+                ",".join(SACCT_FIELDS),
+            ],
+        )
+        squeue = self._checked(
+            self.runner.run(
                 [
-                    "sacct",
-                    "-P",
-                    "-n",
-                    "-X",
-                    "-D",
-                    "--allusers",
+                    "squeue",
+                    "-h",
+                    "--states=all",
                     f"--name={names}",
-                    "-S",
-                    since,
-                    "-E",
-                    "now",
-                    "-o",
-                    ",".join(SACCT_FIELDS),
-                ],
+                    "--Format=" + ",".join(f"{f}:|" for f in SQUEUE_FIELDS),
+                ]
             )
-            squeue = self._checked(
-                self.runner.run(
-                    [
-                        "squeue",
-                        "-h",
-                        "--states=all",
-                        f"--name={names}",
-                        "--Format=" + ",".join(f"{f}:|" for f in SQUEUE_FIELDS),
-                    ]
-                )
-            )
-            # the step rows of the failures squeue already shows are asked for while
-            # sacct still answers (S-42 attribution without a third round trip)
-            early = attribution_queries(squeue.stdout, "", named)
-            steps_call = pool.submit(self._steps, early.steps_of) if early.steps_of else None
-            nodes = None
-            if running_any(squeue.stdout, version):
-                sinfo = self._checked(self.runner.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"]))
-                nodes = parse_sinfo_nodes(sinfo.stdout)
-            sacct = self._checked(sacct_call.result())
-            steps_text = steps_call.result() if steps_call is not None else ""
+        )
+        # the step rows of the failures squeue already shows are asked for while
+        # sacct still answers (S-42 attribution without a third round trip)
+        early = attribution_queries(squeue.stdout, "", named)
+        steps_call = beside(self._steps, early.steps_of) if early.steps_of else None
+        nodes = None
+        if running_any(squeue.stdout, version):
+            sinfo = self._checked(self.runner.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"]))
+            nodes = parse_sinfo_nodes(sinfo.stdout)
+        sacct = self._checked(sacct_call.result())
+        steps_text = steps_call.result() if steps_call is not None else ""
         events_text = ""
         queries = attribution_queries(squeue.stdout, sacct.stdout, named)
         late = [i for i in queries.steps_of if i not in set(early.steps_of)]

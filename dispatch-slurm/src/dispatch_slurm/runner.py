@@ -18,8 +18,10 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
 from dispatch import Unreachable
 
@@ -37,6 +39,30 @@ UNREACHABLE_MARKERS = (
 )
 
 DEFAULT_TIMEOUT = 30.0
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def beside(call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+    """``call`` started on a daemon thread of its own, its answer (or error) in the future.
+
+    Not a thread pool: the interpreter waits for a pool's threads at exit, so a process
+    interrupted (Ctrl-C of ``dispatch watch``) while a slow ``sacct`` is asked would wait
+    for it for up to the command's timeout. A command left running so ends on its own."""
+    future: Future[T] = Future()
+    future.set_running_or_notify_cancel()
+
+    def run() -> None:
+        try:
+            future.set_result(call(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller's thread as it is
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=f"dispatch-slurm-{call.__name__}", daemon=True).start()
+    return future
+
+
 #: variables that change what squeue/sacct print (fields, order, time format): removed
 #: from the environment of every call, so the pinned formats are what comes back
 FORMAT_VARIABLES = (
