@@ -41,7 +41,7 @@ def ui(sh: Shell) -> Iterator[tuple[str, dict[str, str]]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=sh.env,
+        env={**sh.env, "PYTHONFAULTHANDLER": "1"},  # SIGABRT prints every thread's stack
         cwd=sh.home,
     )
     try:
@@ -51,7 +51,13 @@ def ui(sh: Shell) -> Iterator[tuple[str, dict[str, str]]]:
         yield found.group(0), jobs
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C stops it cleanly
-        assert proc.wait(timeout=60) == 0
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # where it is stuck, for the failure below
+            _, stacks = proc.communicate(timeout=60)
+            raise AssertionError(f"dispatch ui did not stop on Ctrl-C:\n{stacks}") from None
+        assert code == 0, proc.communicate()
 
 
 def test_dispatch_ui_serves_the_pages_of_real_local_runs(
