@@ -18,6 +18,7 @@ State directory (``DISPATCH_LOCAL_DIR``, default ``$XDG_STATE_HOME/dispatch/loca
         end.json                how it ended: cause, exit code, times
         stdout, stderr          the command's output; runner.log the runner's own
     jobs/<job key>/<object id>  the index discovery reads: content is the submission
+    jobs/<job key>/submission-N the one object published for submission N (its claim)
     environments/<job key>.json the submitter's environment, kept at submit (0600)
 
 Decisions the requirements leave open:
@@ -25,11 +26,14 @@ Decisions the requirements leave open:
 - A submit goes in four steps, each recoverable if the submitting process dies after it,
   so a submit killed half way never leaves a second object: the files are drafted under
   ``objects/.draft-<id>``, moved into place, the runner is started, and only then is the
-  object indexed under its job. A draft or an unindexed object is invisible (the next
+  object published: it claims its submission under its job (a file made once, naming it)
+  and is indexed there. A draft or an unpublished object is invisible (the next
   supervisor submits anew) and is removed by garbage collection; the runner waits up to 60
-  s for the index entry and ends the object unrun (``abandoned``) if it never comes; an
-  indexed object's runner is already going. Only the first runner recorded in
-  ``runner.json`` runs the object.
+  s for the publication and ends the object unrun (``abandoned``) if it never comes, or
+  at once if another object holds the claim (a submit held up past its supervisor's
+  lease, after the supervisor that took over submitted anew: that submit is refused and
+  nothing of it runs); a published object's runner is already going. Only the first
+  runner recorded in ``runner.json`` runs the object.
 - Life of an object: ``gated`` (waiting for ``gate-open``) → ``starting`` → ``running``
   (``stopping`` once a stop is asked) → ``ended``. Every file is written whole (temporary
   name, then rename or link), and ``end.json`` only once: the first writer wins.

@@ -27,9 +27,11 @@ from dispatch.core.cause import Cause
 from dispatch.hookspecs import API_VERSION
 from dispatch.local import collect, environment, survivors
 from dispatch.local.layout import (
+    CLAIM,
     OBJECT_ID,
     ObjectDir,
     StateDir,
+    claim_name,
     create_once,
     new_object_id,
     present,
@@ -217,14 +219,23 @@ class LocalBackend:
             names = os.listdir(index)
         except FileNotFoundError:
             return []
-        views = []
+        indexed: dict[str, int | None] = {}
         for name in names:
-            if not OBJECT_ID.match(name):
-                continue
-            try:
-                submission: int | None = int((index / name).read_text())
-            except (ValueError, FileNotFoundError):
-                submission = None
+            claimed = CLAIM.match(name)
+            if claimed is not None:  # published, maybe not indexed yet (a submit cut short)
+                try:
+                    holder = (index / name).read_text()
+                except FileNotFoundError:
+                    continue
+                if OBJECT_ID.match(holder):
+                    indexed.setdefault(holder, int(claimed.group(1)))
+            elif OBJECT_ID.match(name):
+                try:
+                    indexed[name] = int((index / name).read_text())
+                except (ValueError, FileNotFoundError):
+                    indexed[name] = None
+        views = []
+        for name, submission in indexed.items():
             obj = self.state.object_dir(name)
             if not present(obj.path):
                 views.append(self._vanished(obj, job_id, submission or 1, now))
@@ -324,11 +335,20 @@ class LocalBackend:
         try:
             obj = self._move_in(self._draft(meta))
             self._start_runner(obj, prepared.words("runner"))
-            self._publish(meta)
+            holder = self._publish(meta)
         except OSError as exc:
             if obj is not None:
                 _abandon(obj, f"the submit failed before the object was indexed: {exc}")
             raise self._unreachable(exc) from exc
+        if holder != meta.object_id:  # obj is set: _publish ran
+            assert obj is not None
+            why = (
+                f"submission {meta.submission} of job {meta.job_id} is already object "
+                f"{holder}, published by another submit (this one was held up past its "
+                "lease); nothing was run"
+            )
+            _abandon(obj, why)
+            raise SubmitRefused(why)
         self._collect_now_and_then()
         return meta.object_id
 
@@ -362,11 +382,22 @@ class LocalBackend:
         os.rename(draft.path, final.path)
         return final
 
-    def _publish(self, meta: ObjectMeta) -> None:
-        """Index the object under its job: from now on discovery finds it (S-34)."""
+    def _publish(self, meta: ObjectMeta) -> str:
+        """Claim the submission for the object, then index it under its job: from the claim
+        on, discovery finds it and its runner runs it (S-34). Returns the claim's holder.
+
+        The claim is made once (a hard link): of two submits of one submission (a supervisor
+        held up mid-submit past its lease, and the one that took its jobs over and found
+        nothing published) exactly one object is ever published, and the other never runs."""
         index = self.state.job_index(meta.job_id)
         private_mkdir(index)
+        claim = index / claim_name(meta.submission)
+        if not create_once(claim, meta.object_id):
+            holder = claim.read_text()
+            if holder != meta.object_id:
+                return holder
         write_atomic(index / meta.object_id, str(meta.submission))
+        return meta.object_id
 
     def collect_garbage(self, active: Collection[str] | None = None) -> list[str]:
         """Remove what nothing can reach any more and ended objects past their retention

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from dispatch.local.layout import OBJECT_ID, ObjectDir, StateDir
+from dispatch.local.layout import CLAIM, OBJECT_ID, ObjectDir, StateDir
 from dispatch.local.processes import gone, is_here
 from dispatch.local.records import Ending, Exited, ObjectMeta, ProcessIdentity, exit_file, read
 from dispatch.model.errors import BadInput, DecodeError
@@ -93,7 +93,7 @@ def collect(
     """Remove what nothing can reach any more (see the module); return what was removed."""
     now = time.time() if now is None else now
     done = Collected()
-    indexed: dict[str, Path] = {}
+    indexed: dict[str, list[Path]] = {}  # object id -> its index entry and claim
     for index in _entries(state.jobs):
         for entry in _entries(index):
             if entry.name.startswith(".") and entry.name.endswith(".tmp"):
@@ -101,7 +101,13 @@ def collect(
                     _remove(entry)
                     done.add(state, entry)
             elif OBJECT_ID.match(entry.name):
-                indexed[entry.name] = entry
+                indexed.setdefault(entry.name, []).append(entry)
+            elif CLAIM.match(entry.name):
+                try:
+                    holder = entry.read_text()
+                except FileNotFoundError:
+                    continue
+                indexed.setdefault(holder, []).append(entry)
     for path in _entries(state.objects):
         if path.name.startswith(".draft-"):
             if _age(path, now) > GRACE.total_seconds() and not _runner_alive(ObjectDir(path)):
@@ -121,13 +127,14 @@ def collect(
                 done.add(state, path)
             continue
         if _expired(obj, now, retention, active):
-            entry = indexed[path.name]
-            _remove(entry)
-            done.add(state, entry)
+            entries = indexed[path.name]
+            for entry in entries:
+                _remove(entry)
+                done.add(state, entry)
             _remove(path)
             done.add(state, path)
-            if not _entries(entry.parent):
-                entry.parent.rmdir()
+            if not _entries(entries[0].parent):
+                entries[0].parent.rmdir()
     _collect_environments(state, now, retention, done)
     return done
 

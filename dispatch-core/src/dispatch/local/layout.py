@@ -28,6 +28,12 @@ from dispatch.store.permissions import check_private_dir, open_private, private_
 from dispatch.store.permissions import private_mkdir as _private_mkdir
 
 OBJECT_ID = re.compile(r"^local-[0-9a-f]{12}$")
+#: a job index's claim of one submission: holds the id of the one object published for it
+CLAIM = re.compile(r"^submission-([1-9][0-9]*)$")
+
+
+def claim_name(submission: int) -> str:
+    return f"submission-{submission}"
 
 
 def new_object_id() -> str:

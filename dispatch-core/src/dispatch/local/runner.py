@@ -33,7 +33,7 @@ from typing import BinaryIO, TypeVar
 
 from dispatch.core.cause import Cause
 from dispatch.local import endings, environment, keeper
-from dispatch.local.layout import ObjectDir, StateDir, create_once, write_atomic
+from dispatch.local.layout import ObjectDir, StateDir, claim_name, create_once, write_atomic
 from dispatch.local.processes import (
     exit_cause,
     exit_code,
@@ -150,20 +150,33 @@ class Runner:
         self._watch(keeper_pid, started.process.pid)
 
     def _wait_for_publication(self) -> bool:
-        """Wait for the submit to index the object (it starts the runner just before).
+        """Wait for the submit to publish the object (it starts the runner just before):
+        the job index's claim of the submission naming this object, or its index entry.
 
-        An object never indexed is one nobody will ever see: the submitting process died
-        mid-submit, and the supervisor after it submits anew. It is ended unrun.
+        An object never published is one nobody will ever see: the submitting process died
+        mid-submit, and the supervisor after it submits anew. It is ended unrun; so is one
+        whose submission another object was published for (its submit was held up past
+        its lease and the supervisor after it submitted anew, S-34).
         """
-        entry = StateDir(self.obj.path.parent.parent).job_index(self.meta.job_id)
-        entry = entry / self.meta.object_id
+        index = StateDir(self.obj.path.parent.parent).job_index(self.meta.job_id)
+        entry = index / self.meta.object_id
+        claim = index / claim_name(self.meta.submission)
         deadline = time.monotonic() + PUBLISH_WINDOW
         while not entry.exists():
             if self.obj.end.exists():
                 return False  # the submit failed and said so
-            if time.monotonic() >= deadline:
+            try:
+                holder = claim.read_text()
+            except FileNotFoundError:
+                holder = None
+            if holder == self.meta.object_id:
+                return True
+            if holder is not None or time.monotonic() >= deadline:
                 detail = (
-                    f"the submitting process never indexed this object in "
+                    f"submission {self.meta.submission} is object {holder}, published by "
+                    "another submit; nothing was run"
+                    if holder is not None
+                    else f"the submitting process never indexed this object in "
                     f"{PUBLISH_WINDOW:g}s (it stopped in the middle of the submit); "
                     "nothing was run"
                 )
