@@ -21,6 +21,17 @@
 #     the older Trainer releases, each on a plane of its own.
 # Every part but the offline tests writes a log, printed whole once all have ended.
 set -euo pipefail
+# Started with SIGINT ignored (`cmd &` from a script, a service manager), every process
+# below would inherit that, and the tests that stop a command with Ctrl-C would wait in
+# vain: start over with the default (bash cannot reset a signal ignored on entry).
+ignored=$(awk '/^SigIgn:/ { print $2 }' /proc/$$/status 2>/dev/null || echo 0)
+if [ $((16#${ignored:-0} & 2)) -ne 0 ] && [ -z "${DISPATCH_TEST_SIGNALS_RESET:-}" ]; then
+    export DISPATCH_TEST_SIGNALS_RESET=1
+    exec python3 -c 'import os, signal, sys
+for name in ("SIGINT", "SIGQUIT", "SIGPIPE", "SIGXFSZ"):  # Python ignores the last two
+    signal.signal(getattr(signal, name), signal.SIG_DFL)
+os.execvp("bash", ["bash", *sys.argv[1:]])' "$0" "$@"
+fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 KUBE=dispatch-kubeflow-testing/scripts/start-kube.sh
