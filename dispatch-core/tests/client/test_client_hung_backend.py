@@ -18,7 +18,7 @@ import pytest
 from dispatch import CauseKind, Client, Declarations, Discovery, JobSpec, hookimpl
 from dispatch.backends import Registry
 from dispatch.client import Deferred
-from dispatch.handle import WaitTimeout
+from dispatch.handle import JobHandle, WaitTimeout
 from dispatch.job_records import load_job
 from dispatch.store.base import RecordStore
 
@@ -84,15 +84,21 @@ def _within_limit(call: Callable[[], Any]) -> BaseException | None:
     return raised[0]
 
 
-def test_a_cancel_on_a_frozen_scheduler_is_recorded_and_deferred_S5(
-    store: RecordStore, backend: Freezing
-) -> None:
+@pytest.fixture
+def job(store: RecordStore, backend: Freezing) -> JobHandle:
+    """A job submitted (an object to stop), then its scheduler frozen."""
     client = Client(
         store, registry=Registry.from_plugins({"freezing": backend}), discovery_timeout=0.3
     )
     job = client.submit(["train"], backend="freezing")
-    assert load_job(store, job.job_id).current is not None  # submitted: an object to stop
+    assert load_job(store, job.job_id).current is not None
     backend.frozen = True
+    return job
+
+
+def test_a_cancel_on_a_frozen_scheduler_is_recorded_and_deferred_S5(
+    store: RecordStore, job: JobHandle
+) -> None:
     raised = _within_limit(job.cancel)
     assert isinstance(raised, Deferred), raised
     assert "a supervisor will carry it out" in str(raised)
@@ -102,14 +108,7 @@ def test_a_cancel_on_a_frozen_scheduler_is_recorded_and_deferred_S5(
     assert folded.outcome is None  # nothing decided on a scheduler that did not answer
 
 
-def test_wait_on_a_frozen_scheduler_times_out_as_asked_S5(
-    store: RecordStore, backend: Freezing
-) -> None:
-    client = Client(
-        store, registry=Registry.from_plugins({"freezing": backend}), discovery_timeout=0.3
-    )
-    job = client.submit(["train"], backend="freezing")
-    backend.frozen = True
+def test_wait_on_a_frozen_scheduler_times_out_as_asked_S5(job: JobHandle) -> None:
     problems: list[str] = []
     raised = _within_limit(
         lambda: job.wait(
