@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from dispatch import CauseKind, Client, Declarations, Discovery, JobSpec, hookimpl
+from dispatch import BadInput, CauseKind, Client, Declarations, Discovery, JobSpec, hookimpl
 from dispatch.backends import Registry
 from dispatch.client import Deferred
 from dispatch.handle import JobHandle, WaitTimeout
@@ -119,6 +119,6 @@ def test_wait_on_a_frozen_scheduler_times_out_as_asked_S5(job: JobHandle) -> Non
     assert problems, "the frozen scheduler was never reported"
 
 
-def test_the_discovery_timeout_is_checked_like_any_duration(store: RecordStore) -> None:
-    with pytest.raises(Exception, match="discovery timeout"):
+def test_the_discovery_timeout_is_checked_like_any_duration_S36(store: RecordStore) -> None:
+    with pytest.raises(BadInput, match="discovery timeout"):
         Client(store, discovery_timeout=-1)
