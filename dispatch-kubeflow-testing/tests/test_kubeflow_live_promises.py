@@ -76,6 +76,9 @@ class LiveTier:
     def suspend_behind_back(self, name: str) -> None:
         self.driver.suspend_behind_back(name)
 
+    def remakes_while_deleting(self) -> None:
+        """Nothing to do: the real Trainer does it by itself when it wins the race."""
+
     def expire_deadline(self, name: str) -> None:
         """Nothing to do: the real Trainer's clock runs (the promise sets a short one)."""
 

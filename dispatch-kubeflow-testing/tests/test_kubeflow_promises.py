@@ -46,6 +46,7 @@ class Tier(Protocol):
     def lose_node(self, name: str, *, pod: int = 0) -> str: ...
     def recover_node(self, node: str) -> None: ...
     def suspend_behind_back(self, name: str) -> None: ...
+    def remakes_while_deleting(self) -> None: ...
     def oom(self, name: str, *, pod: int = 0) -> None: ...
     def cannot_pull(self, name: str) -> None: ...
     def expire_deadline(self, name: str) -> None: ...
@@ -99,6 +100,9 @@ class EmulatorTier:
 
     def suspend_behind_back(self, name: str) -> None:
         self.emulator.suspend_behind_back(name)
+
+    def remakes_while_deleting(self) -> None:
+        self.emulator.remake_while_deleting()
 
     def oom(self, name: str, *, pod: int = 0) -> None:
         self.until(f"pod {pod} of {name} running", lambda: running(self.pods(name), pod))
@@ -323,6 +327,16 @@ def gone(read: Callable[[], object]) -> bool:
     return False
 
 
+def unless_gone(read: Callable[[], T]) -> T | None:
+    """What ``read`` returns, or None if it answers 404."""
+    try:
+        return read()
+    except Exception as exc:  # the emulator's ApiError or the live client's
+        if "404" in str(exc) or "not found" in str(exc).lower():
+            return None
+        raise
+
+
 # -- the promises ---------------------------------------------------------------------
 
 
@@ -499,6 +513,58 @@ def test_promise_a_foreground_delete_lingers_until_the_collector_is_done(tier: T
         "its JobSet, Jobs and pods gone",
         lambda: gone(lambda: tier.jobset(name)) and tier.jobs(name) == [] == tier.pods(name),
     )
+
+
+def test_promise_a_trainjob_suspended_while_it_is_deleted_starts_no_pod(tier: Tier) -> None:
+    """What dispatch's stop relies on (S-28): after a Foreground delete the TrainJob can
+    still be patched ``suspend: true``, and the Trainer then suspends its JobSet, and any
+    JobSet it makes again while the TrainJob is being deleted (README #7), so no new pod
+    starts; a Background delete then lets everything go."""
+    tier.remakes_while_deleting()
+    name = start(tier)
+    before = {p["metadata"]["uid"] for p in tier.pods(name)}
+    api = client.CustomObjectsApi(tier.api)
+    api.delete_namespaced_custom_object(
+        G, V, NS, "trainjobs", name, body=client.V1DeleteOptions(propagation_policy="Foreground")
+    )
+    patched = api.patch_namespaced_custom_object(
+        G, V, NS, "trainjobs", name, {"spec": {"suspend": True}}
+    )
+    assert patched["spec"]["suspend"] is True, patched["spec"]
+    assert "deletionTimestamp" in patched["metadata"], patched["metadata"]
+    new: set[str] = set()
+
+    def quiet() -> bool:
+        pods = tier.pods(name)
+        new.update(p["metadata"]["name"] for p in pods if p["metadata"]["uid"] not in before)
+        jobset = unless_gone(lambda: tier.jobset(name))
+        suspended = jobset is None or jobset["spec"].get("suspend") is True
+        alive = [p for p in pods if p["status"].get("phase") in ("Pending", "Running")]
+        return suspended and not alive
+
+    tier.until("no pod of it left running, its JobSet suspended or gone", quiet, timeout=180)
+    try:
+        api.delete_namespaced_custom_object(
+            G,
+            V,
+            NS,
+            "trainjobs",
+            name,
+            body=client.V1DeleteOptions(propagation_policy="Background"),
+        )
+    except client.ApiException as exc:
+        assert exc.status == 404, exc
+
+    def all_gone() -> bool:
+        quiet()
+        return (
+            gone(lambda: tier.trainjob(name))
+            and gone(lambda: tier.jobset(name))
+            and tier.jobs(name) == [] == tier.pods(name)
+        )
+
+    tier.until("the TrainJob, its JobSet, Jobs and pods gone", all_gone, timeout=180)
+    assert new == set(), f"pods started after the suspend: {sorted(new)}"
 
 
 def test_promise_a_lost_node_under_a_strict_runtime_holds_the_job_without_a_condition(

@@ -330,6 +330,39 @@ def test_a_stop_asked_again_while_the_trainjob_is_being_deleted_deletes_it_backg
     assert emulator.pods(name_of(object_id)) == []
 
 
+def test_a_jobset_made_again_while_the_trainjob_is_deleted_runs_no_pod_S28(
+    make_backend: Callable[..., KubeflowBackend], emulator: Emulator
+) -> None:
+    """S-28: the real Trainer makes the JobSet of a TrainJob being deleted again once the
+    collector removed it; its pods ran after discovery had shown the stopped object ended,
+    beside whatever the gate let start then. The stop suspends the TrainJob after the
+    delete, so what is made again is suspended: once ended, the object stays ended (or
+    absent) and no pod of it runs again. (On the shared runtime: the emulator's collector
+    takes a runtime copy at once, where the real Trainer's finalizer keeps it.)"""
+    emulator.remake_while_deleting()
+    backend = make_backend(runtime_copy=False)
+    object_id = backend.dispatch_submit(job_id="job-r", submission=1, spec=SPEC, gated=False)
+    name = name_of(object_id)
+    assert emulator.is_running(name)
+    backend.dispatch_stop(object_id=object_id, cause=CANCEL)
+    seen: list[str] = []
+    for _ in range(40):
+        emulator.advance()
+        views = backend.dispatch_discover(job_ids=["job-r"]).objects
+        seen.append(",".join(v.phase.value for v in views) or "absent")
+        if seen[-1] == "absent":
+            break
+    ended = seen.index("ended")
+    assert set(seen[ended:]) <= {"ended", "absent"}, seen
+    assert seen[-1] == "absent", seen
+    made_again = [
+        r for r in emulator.log.entries if r.verb == "patch" and r.resource == "trainjobs"
+    ]
+    assert made_again[-1].body == {"spec": {"suspend": True}}
+    assert emulator.cluster.remade, "the emulator never made the JobSet again"
+    assert emulator.pods(name) == []
+
+
 def test_stop_records_why_then_deletes_in_foreground_and_is_idempotent(
     backend: KubeflowBackend, emulator: Emulator
 ) -> None:

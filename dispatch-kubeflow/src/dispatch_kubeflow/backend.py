@@ -12,8 +12,9 @@ This module is the entry point (``dispatch.backends: kubeflow``), so it stays li
   Kueue then makes the Workload, admits it and resumes the TrainJob.
 - stop: the stop's cause is written on the object, then a Foreground delete (the
   TrainJob stays listed until its pods are gone, which is what the gate fence needs;
-  asked again of a TrainJob still being deleted, a Background one, see ``_propagation``);
-  pods stuck on a NotReady node are force-deleted so the delete finishes. 404 = done.
+  asked again of a TrainJob still being deleted, a Background one, see ``_propagation``),
+  then ``suspend`` (what the Trainer makes again while it is deleted runs nothing); pods
+  stuck on a NotReady node are force-deleted so the delete finishes. 404 = done.
 - discover: one list per kind (TrainJobs, JobSets, Jobs, Pods; Nodes and Kueue Workloads
   when needed) for any number of jobs; classification in :mod:`dispatch_kubeflow.classify`.
   The one write: a failed attempt's ending kept on its TrainJob before a JobSet restart
@@ -525,6 +526,7 @@ class KubeflowBackend:
         except ApiRefused as exc:
             if exc.status != 404:
                 raise
+        self._suspend_while_deleted(namespace, name)
         # read defensively (evidence.py): a listed item of the wrong shape is skipped, a
         # Node whose readiness cannot be read is not Ready
         placed = [
@@ -542,6 +544,21 @@ class KubeflowBackend:
                 except ApiRefused as exc:
                     if exc.status != 404:
                         raise
+
+    def _suspend_while_deleted(self, namespace: str, name: str) -> None:
+        """Suspend the TrainJob once its deletion has begun, so nothing of it runs again.
+
+        The Trainer reconciles a TrainJob being deleted like any other: when the garbage
+        collector has removed its JobSet, it makes the JobSet again (with the TrainJob's
+        ``suspend``), whose pods would run after discovery had shown the object ended, beside
+        the next submission (S-28). Suspended, what it makes again runs no pod, and a JobSet
+        still there is suspended (its pods stopped). After the delete, not before: Kueue
+        resumes a suspended job it has admitted unless the job is being deleted. A refusal
+        (gone: nothing to re-create; a webhook that forbids it) leaves the stop as it was."""
+        try:
+            self.kube.patch_trainjob(namespace, name, {"spec": {"suspend": True}})
+        except ApiRefused:
+            return
 
     # -- logs ------------------------------------------------------------------------
 

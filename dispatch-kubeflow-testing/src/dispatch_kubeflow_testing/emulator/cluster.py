@@ -82,6 +82,11 @@ class Cluster:
         # (job uid, completion index) -> the step its last pod failed (replaced after it)
         self.replace_after: dict[tuple[str, str], int] = {}
         self.reconciling = False
+        # the real Trainer's race, off unless a test turns it on (Emulator.remake_while_deleting):
+        # a TrainJob being deleted gets its JobSet made once more after the collector removed
+        # it; the uids of the TrainJobs it was made again for
+        self.remakes_while_deleting = False
+        self.remade: set[str] = set()
         # (namespace, pod name) -> what each run of its container printed (last: current)
         self.logs: dict[tuple[str, str], list[bytearray]] = {}
         self._suffix = itertools.count(1)
@@ -222,7 +227,9 @@ class Cluster:
                     if not self.changed:
                         break
                 self.pod_index = None
-                if self.store.collect_garbage(self.kubelet_confirms):
+                if self.store.collect_garbage(
+                    self.kubelet_confirms, owner_lags=self.remakes_while_deleting
+                ):
                     moved = True
             finally:
                 self.reconciling = False

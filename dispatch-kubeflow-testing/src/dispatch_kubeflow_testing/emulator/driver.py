@@ -487,6 +487,13 @@ class Emulator:
             )
             self.reconcile()
 
+    def remake_while_deleting(self) -> None:
+        """From now on the Trainer makes the JobSet of a TrainJob being deleted once more
+        after the collector removed it (with the TrainJob's ``suspend``), as the real one
+        does when it wins the race with the collector."""
+        with self.store.lock:
+            self.cluster.remakes_while_deleting = True
+
     def lose_node(self, name: str, *, pod: int = 0) -> str:
         """The node under one pod stops reporting: Ready=Unknown, NoExecute taint, the pod
         gets DisruptionTarget/DeletionByTaintManager and stays Terminating; the Job reaches

@@ -293,12 +293,16 @@ class Store:
     def all_uids(self) -> set[str]:
         return {o["metadata"]["uid"] for res in RESOURCES.values() for o in self.items(res)}
 
-    def collect_garbage(self, kubelet_done: Callable[[Obj], bool]) -> bool:
+    def collect_garbage(
+        self, kubelet_done: Callable[[Obj], bool], *, owner_lags: bool = False
+    ) -> bool:
         """One garbage-collector pass; True if anything changed.
 
         Dependents of a gone owner, or of a Foreground-deleting one, are deleted; an owner
         waiting in Foreground deletion goes once it has no dependent left; a deleting pod
-        goes once ``kubelet_done`` says its kubelet confirmed (its node is Ready).
+        goes once ``kubelet_done`` says its kubelet confirmed (its node Ready). With
+        ``owner_lags`` an owner whose last dependent went in this pass goes in the next
+        one, leaving its controller the moment the real collector leaves it.
         """
         changed = False
         uids = self.all_uids()
@@ -308,6 +312,7 @@ class Store:
             for o in self.items(res)
             if "foregroundDeletion" in (o["metadata"].get("finalizers") or [])
         }
+        waited = {u for u in foreground if self.dependents(u)} if owner_lags else set()
         for res in RESOURCES.values():
             for obj in list(self.items(res)):
                 meta = obj["metadata"]
@@ -325,7 +330,11 @@ class Store:
                         self.delete(res, ns, meta["name"], policy, None)
                         changed = True
                 fins = meta.get("finalizers") or []
-                if "foregroundDeletion" in fins and not self.dependents(meta["uid"]):
+                if (
+                    "foregroundDeletion" in fins
+                    and meta["uid"] not in waited
+                    and not self.dependents(meta["uid"])
+                ):
                     fins.remove("foregroundDeletion")
                     changed = True
                 if "emulator/kubelet" in fins and kubelet_done(obj):

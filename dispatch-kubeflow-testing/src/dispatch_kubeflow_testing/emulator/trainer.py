@@ -26,10 +26,9 @@ if TYPE_CHECKING:
 def trainer(c: Cluster) -> None:
     for tj in list(c.store.items(TRAINJOB)):
         meta, spec = tj["metadata"], tj["spec"]
-        if (
-            "deletionTimestamp" in meta
-            or spec.get("managedBy", TRAINER_CONTROLLER) != TRAINER_CONTROLLER
-        ):
+        if spec.get("managedBy", TRAINER_CONTROLLER) != TRAINER_CONTROLLER:
+            continue
+        if "deletionTimestamp" in meta and not _reconciles_deleting(c, tj):
             continue
         if is_true(tj, "Complete") or is_true(tj, "Failed"):
             continue
@@ -88,6 +87,22 @@ def trainer(c: Cluster) -> None:
             c.set_condition(tj, "Complete", "True", done["reason"], done["message"])
         elif (failed := condition(js, "Failed")) and failed["status"] == "True":
             c.set_condition(tj, "Failed", "True", failed["reason"], failed["message"])
+
+
+def _reconciles_deleting(c: Cluster, tj: Obj) -> bool:
+    """The real Trainer reconciles a TrainJob being deleted like any other, so it makes
+    the JobSet again (with the TrainJob's ``suspend``) once the collector has removed it.
+    Racing the collector, it did so now and then on the live tier; here once per TrainJob,
+    and only when a test asks for it (``Emulator.remake_while_deleting``)."""
+    if not c.remakes_while_deleting:
+        return False
+    uid, meta = tj["metadata"]["uid"], tj["metadata"]
+    if c.store.exists(JOBSET, meta["namespace"], meta["name"]):
+        return True  # a JobSet still there: its suspend follows the TrainJob's
+    if uid in c.remade or c.runtime_of(tj) is None:
+        return False  # without its runtime (a copy the collector took) nothing is made
+    c.remade.add(uid)
+    return True
 
 
 MASTER_PORT = 29500
