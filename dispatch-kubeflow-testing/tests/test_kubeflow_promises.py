@@ -530,6 +530,7 @@ def test_promise_a_trainjob_suspended_while_it_is_deleted_starts_no_pod(tier: Ti
     patched = api.patch_namespaced_custom_object(
         G, V, NS, "trainjobs", name, {"spec": {"suspend": True}}
     )
+    assert isinstance(patched, dict), patched
     assert patched["spec"]["suspend"] is True, patched["spec"]
     assert "deletionTimestamp" in patched["metadata"], patched["metadata"]
     new: set[str] = set()
