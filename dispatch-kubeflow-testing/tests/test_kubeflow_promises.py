@@ -319,11 +319,16 @@ def the_job(tier: Tier, name: str) -> Obj:
     return job
 
 
+def not_found(exc: Exception) -> bool:
+    """The emulator's ApiError or the live client's, either saying 404."""
+    return "404" in str(exc) or "not found" in str(exc).lower()
+
+
 def gone(read: Callable[[], object]) -> bool:
     try:
         read()
-    except Exception as exc:  # the emulator's ApiError or the live client's, both 404
-        return "404" in str(exc) or "not found" in str(exc).lower()
+    except Exception as exc:
+        return not_found(exc)
     return False
 
 
@@ -331,8 +336,8 @@ def unless_gone(read: Callable[[], T]) -> T | None:
     """What ``read`` returns, or None if it answers 404."""
     try:
         return read()
-    except Exception as exc:  # the emulator's ApiError or the live client's
-        if "404" in str(exc) or "not found" in str(exc).lower():
+    except Exception as exc:
+        if not_found(exc):
             return None
         raise
 

@@ -355,10 +355,8 @@ def test_a_jobset_made_again_while_the_trainjob_is_deleted_runs_no_pod_S28(
     ended = seen.index("ended")
     assert set(seen[ended:]) <= {"ended", "absent"}, seen
     assert seen[-1] == "absent", seen
-    made_again = [
-        r for r in emulator.log.entries if r.verb == "patch" and r.resource == "trainjobs"
-    ]
-    assert made_again[-1].body == {"spec": {"suspend": True}}
+    patches = [r for r in emulator.log.entries if r.verb == "patch" and r.resource == "trainjobs"]
+    assert patches[-1].body == {"spec": {"suspend": True}}
     assert emulator.cluster.remade, "the emulator never made the JobSet again"
     assert emulator.pods(name) == []
 

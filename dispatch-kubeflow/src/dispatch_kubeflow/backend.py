@@ -526,7 +526,8 @@ class KubeflowBackend:
         except ApiRefused as exc:
             if exc.status != 404:
                 raise
-        self._suspend_while_deleted(namespace, name)
+        else:
+            self._suspend_while_deleted(namespace, name)
         # read defensively (evidence.py): a listed item of the wrong shape is skipped, a
         # Node whose readiness cannot be read is not Ready
         placed = [

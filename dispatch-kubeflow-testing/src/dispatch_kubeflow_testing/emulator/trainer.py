@@ -96,12 +96,12 @@ def _reconciles_deleting(c: Cluster, tj: Obj) -> bool:
     and only when a test asks for it (``Emulator.remake_while_deleting``)."""
     if not c.remakes_while_deleting:
         return False
-    uid, meta = tj["metadata"]["uid"], tj["metadata"]
+    meta = tj["metadata"]
     if c.store.exists(JOBSET, meta["namespace"], meta["name"]):
         return True  # a JobSet still there: its suspend follows the TrainJob's
-    if uid in c.remade or c.runtime_of(tj) is None:
+    if meta["uid"] in c.remade or c.runtime_of(tj) is None:
         return False  # without its runtime (a copy the collector took) nothing is made
-    c.remade.add(uid)
+    c.remade.add(meta["uid"])
     return True
 
 
